@@ -1,0 +1,1 @@
+"""Goals ("contexts") of HIRO: the context object, its samplers, transitions and rewards."""

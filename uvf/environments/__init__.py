@@ -1,0 +1,1 @@
+"""The MuJoCo maze environments of HIRO (AntMaze, AntPush, AntFall, PointMaze, ...)."""
