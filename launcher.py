@@ -397,7 +397,8 @@ class Plan:
 def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
   """Resolves configs and flags, parses and validates gin, selects the system and checks the run directory.
 
-  Writes nothing; raises `LaunchError` for any problem. `argv` is the positional remainder after flag parsing (argv[0] is the program).
+  Writes nothing; raises `LaunchError` for any problem. `argv` is the positional remainder after flag parsing
+  (argv[0] is the program).
   """
   if program not in PROGRAMS:
     raise ValueError(f'program must be one of {PROGRAMS}, got {program!r}')
@@ -465,7 +466,10 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
 
 def _impala_mode() -> str:
   import gin  # pylint: disable=g-import-not-at-top
-  return gin.get_bindings('experiment', resolve_references=False).get('mode', 'train')
+  try:
+    return gin.query_parameter('experiment.mode')
+  except ValueError:  # not bound: the original default
+    return 'train'
 
 
 def _choose_dir(fv: flags.FlagValues, names: Sequence[str], default: Path) -> Path:
