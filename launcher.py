@@ -218,10 +218,6 @@ def config_name(paths: Sequence[Path]) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 # Flags to gin bindings.
 
-def _gin_literal(value) -> str:
-  return repr(value)
-
-
 def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   """Gin bindings for the original flags the user gave explicitly.
 
@@ -231,8 +227,8 @@ def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   hiro = []
   for name in _HIRO_TRAIN_FLAGS:
     if _present(fv, name):
-      hiro.append(f'train_uvf.{name} = {_gin_literal(fv[name].value)}')
-  impala = [f'experiment.{name} = {_gin_literal(fv[name].value)}' for name in _IMPALA_FLAGS if _present(fv, name)]
+      hiro.append(f'train_uvf.{name} = {fv[name].value!r}')
+  impala = [f'experiment.{name} = {fv[name].value!r}' for name in _IMPALA_FLAGS if _present(fv, name)]
   return hiro, impala
 
 
@@ -240,7 +236,7 @@ def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
 # Gin.
 
 def parse_gin(config_paths: Sequence[Path], bindings: Sequence[str]) -> None:
-  """Parses the gin files then the bindings, with clear errors; leaves the configuration unlocked."""
+  """Clears gin, then parses the gin files and the bindings, in order; errors become `LaunchError`s."""
   import gin  # pylint: disable=g-import-not-at-top
   with gin.unlock_config():  # a previous launch in this process (tests) finalized the config
     gin.clear_config()
