@@ -1,11 +1,95 @@
-"""Builds the MuJoCo maze environments by name (issue #3)."""
+"""Builds HIRO's MuJoCo maze environments by name (original: efficient-hrl environments/create_maze_env.py).
+
+Names: an optional 'Ego' prefix (8 range-sensor rays in the observation), a robot ('Ant': maze size scaling 8;
+'Point': scaling 4 and manual collision) and a maze ('Maze', 'Push', 'Fall', 'Block', 'BlockMaze'; the Block mazes
+also get a small spinning block next to the robot and observe the blocks' positions). E.g. 'AntMaze', 'AntPush',
+'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze', 'EgoAntMaze'.
+
+The original wrapped the gym environment in tf-agents' `GymWrapper`; here the environments are tf-agents
+`PyEnvironment`s themselves, with the same specs (float32 observation with bounds -inf..inf, float32 action with the
+actuators' bounds). `TFPyEnvironment` below is the TF wrapper HIRO's training loop uses.
+"""
 
 import gin
+import tensorflow as tf
+from tf_agents.environments import tf_py_environment
 
-from uvf.placeholders import placeholder
+from uvf.environments import ant_maze_env
+from uvf.environments import point_maze_env
+
+# Robot prefix -> (environment class, maze size scaling, manual collision).
+_ROBOTS = {
+    'Ant': (ant_maze_env.AntMazeEnv, 8, False),
+    'Point': (point_maze_env.PointMazeEnv, 4, True),
+}
+# Maze suffix -> (maze id, put_spin_near_agent and observe_blocks).
+_MAZES = {
+    'Maze': ('Maze', False),
+    'Push': ('Push', False),
+    'Fall': ('Fall', False),
+    'Block': ('Block', True),
+    'BlockMaze': ('BlockMaze', True),
+}
+ENV_NAMES = tuple(f'{ego}{robot}{maze}' for ego in ('', 'Ego') for robot in _ROBOTS for maze in _MAZES)
+
+
+def _parse(env_name):
+  """(environment class, keyword arguments) for `env_name`; ValueError lists the valid names."""
+  if not isinstance(env_name, str) or env_name not in ENV_NAMES:
+    raise ValueError(f'Unknown maze environment {env_name!r}; valid names: {", ".join(ENV_NAMES)} '
+                     "(set create_maze_env.env_name).")
+  name = env_name
+  n_bins = 0
+  if name.startswith('Ego'):
+    n_bins = 8
+    name = name[len('Ego'):]
+  robot = next(r for r in _ROBOTS if name.startswith(r))
+  cls, maze_size_scaling, manual_collision = _ROBOTS[robot]
+  maze_id, blocks = _MAZES[name[len(robot):]]
+  return cls, dict(maze_id=maze_id, n_bins=n_bins, observe_blocks=blocks, put_spin_near_agent=blocks,
+                   manual_collision=manual_collision, maze_size_scaling=maze_size_scaling)
 
 
 @gin.configurable
-@placeholder('the maze environments (create_maze_env)', 3)
 def create_maze_env(env_name=None, top_down_view=False):
-  """The environment `env_name` ('AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'PointMaze', ...) (issue #3)."""
+  """The environment `env_name`, reset once, as a tf-agents `PyEnvironment` (a `maze_env.MazeEnv`).
+
+  Args:
+    env_name: one of `ENV_NAMES`, e.g. 'AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze'.
+    top_down_view: append the 5 x 5 x 3 top-down view to the observation (the `*_img` configurations).
+
+  Returns:
+    The environment, already reset, with unseeded reset noise (call `env.seed(s)` and `env.reset()` for a seeded
+    trajectory). Observation float32 [D] (30 for AntMaze / AntPush / AntFall, 33 for AntBlock / AntBlockMaze, 7 for
+    PointMaze; +24 with 'Ego'; +75 with the top-down view), action float32 [8] in [-30, 30] for the ant.
+  """
+  cls, kwargs = _parse(env_name)
+  env = cls(top_down_view=top_down_view, **kwargs)
+  env.reset()
+  return env
+
+
+class TFPyEnvironment(tf_py_environment.TFPyEnvironment):
+  """The TF wrapper of a maze environment with the interface HIRO's training loop uses (batch size 1)."""
+
+  def start_collect(self):
+    """Does nothing (kept from the original's interface)."""
+
+  def current_obs(self):
+    """float32 [D] tensor, the current time step's observation without the batch dimension."""
+    time_step = self.current_time_step()
+    return time_step.observation[0]
+
+  def step(self, actions):
+    """Steps with `actions` (float32 [A] tensor, no batch dimension).
+
+    Returns:
+      (is_last, reward, discount): bool, float32 and float32 scalar tensors of the new time step.
+    """
+    actions = tf.expand_dims(actions, 0)
+    next_step = super().step(actions)
+    return next_step.is_last()[0], next_step.reward[0], next_step.discount[0]
+
+  def reset(self):
+    """Resets the environment; returns the batched first `TimeStep`."""
+    return super().reset()
