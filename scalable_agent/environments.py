@@ -9,7 +9,17 @@ The environment wrappers themselves arrive with the training-system issue; this 
 heavy work, whether a level can run here.
 """
 
+import collections
 import importlib
+
+# One environment step, as the original (reference impala.md section 9.3). The field order is the nest order.
+#   reward: float32, the reward of the step (unclipped);
+#   info: StepOutputInfo(episode_return float32, episode_step int32), running totals of the current episode;
+#   done: bool, True on the first observation of a new episode (and on the initial output);
+#   observation: (frame uint8 [height, width, 3], instruction tf.string).
+# Batched and time-major versions carry leading [B] or [T, B] dimensions on every field.
+StepOutputInfo = collections.namedtuple('StepOutputInfo', ['episode_return', 'episode_step'])
+StepOutput = collections.namedtuple('StepOutput', ['reward', 'info', 'done', 'observation'])
 
 ATARI_PREFIX = 'atari/'
 

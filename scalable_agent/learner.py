@@ -1,0 +1,289 @@
+"""The IMPALA learner (reference impala.md section 5): V-trace losses, TF1 RMSProp, one compiled train step.
+
+One step, as the original `build_learner` (experiment.py):
+  1. Unroll the agent over all T + 1 steps of the batch from the stored core state, feeding the actors' actions as
+     the "last action" input (`agent_outputs.action[t]` led to `env_outputs[t]`).
+  2. Bootstrap from the learner's baseline at the last step, then shift: behaviour logits and actions <-
+     agent_outputs[1:], rewards / infos / done <- env_outputs[1:], learner outputs <- [:-1]. Index t then pairs
+     pi(.|o_t), V(o_t) and mu(.|o_t) with a_t and with the reward and `done` that followed a_t.
+  3. Clip the rewards, discounts = (1 - done) * discounting, V-trace (`vtrace.from_logits`, default clips).
+  4. Loss = pg + baseline_cost * baseline + entropy_cost * entropy, each a SUM over T and B (not a mean).
+  5. One RMSProp step with TF1 semantics (`RMSProp` below) at lr(f) = learning_rate * (1 - min(f, F) / F), f the
+     environment frames so far and F = total_environment_frames; no gradient clipping.
+  6. num_environment_frames += B * T * num_action_repeats (environment frames, not agent steps).
+"""
+
+import tensorflow as tf
+
+from scalable_agent import vtrace
+
+REWARD_CLIPPING_MODES = ('abs_one', 'soft_asymmetric')
+
+
+def clip_rewards(rewards, reward_clipping):
+  """The learner's reward clipping (the agent's own reward input is always clipped to [-1, 1] separately).
+
+  Args:
+    rewards: float32 [T, B], rewards per agent step.
+    reward_clipping: 'abs_one': clip to [-1, 1]. 'soft_asymmetric': 5 tanh(r / 5) for r >= 0 and
+      0.3 * 5 tanh(r / 5) = 1.5 tanh(r / 5) for r < 0, as the original code does (its paper's Fig. D.1 caption
+      gives another formula; scalable_agent issue #53).
+
+  Returns:
+    float32 [T, B].
+
+  Raises:
+    ValueError: an unknown reward_clipping (the message lists the valid ones).
+  """
+  _check_reward_clipping(reward_clipping)
+  rewards = tf.convert_to_tensor(rewards, tf.float32)
+  if reward_clipping == 'abs_one':
+    return tf.clip_by_value(rewards, -1., 1.)
+  squeezed = tf.tanh(rewards / 5.0)
+  # Negative rewards are given less weight than positive rewards.
+  return tf.where(rewards < 0, .3 * squeezed, squeezed) * 5.
+
+
+def _check_reward_clipping(reward_clipping):
+  if reward_clipping not in REWARD_CLIPPING_MODES:
+    raise ValueError(f'reward_clipping must be one of {", ".join(REWARD_CLIPPING_MODES)}; got {reward_clipping!r}.')
+
+
+def linear_decay_learning_rate(initial_learning_rate, num_environment_frames, total_environment_frames):
+  """lr(f) = initial_learning_rate * (1 - min(f, F) / F): TF1 `polynomial_decay` to 0, power 1, no cycling.
+
+  Computed in float32 as TF1 does (the frame count is cast to float32 first).
+
+  Args:
+    initial_learning_rate: float, the learning rate at frame 0.
+    num_environment_frames: int64 scalar, f, environment frames trained on so far (action repeats included).
+    total_environment_frames: int, F, the frame at which the learning rate reaches 0.
+
+  Returns:
+    float32 scalar.
+  """
+  frames = tf.minimum(tf.cast(num_environment_frames, tf.float32), float(total_environment_frames))
+  return initial_learning_rate * (1. - frames / float(total_environment_frames))
+
+
+class RMSProp(tf.Module):
+  """RMSProp with the semantics of TF1 `tf.train.RMSPropOptimizer` (not centered), which the original trains with.
+
+  Per variable, with a mean-square slot `ms` initialised to 1.0 and a momentum slot `mom` initialised to 0:
+    ms <- ms + (g^2 - ms) * (1 - decay)        (= decay * ms + (1 - decay) * g^2)
+    mom <- momentum * mom + lr * g / sqrt(ms + epsilon)     (epsilon inside the square root)
+    var <- var - mom
+  The update runs TF's own `ResourceApplyRMSProp` kernel, the one TF1 ran. Gradients that are `tf.IndexedSlices`
+  (embedding lookups) get TF1's sparse update: duplicate indices summed, then `ResourceSparseApplyRMSProp`, which
+  leaves the slots of untouched rows unchanged.
+
+  Keras' RMSprop differs (accumulator starting at 0, and in Keras 2 epsilon outside the square root); with
+  epsilon = 0.1 the first steps differ a lot (reference impala.md 5.4).
+
+  The slots are created eagerly by `create_slots` (outside any `tf.function`); `slots_for(variable)` returns them.
+  They are named like TF1's: `<variable>/RMSProp` (ms) and `<variable>/RMSProp_1` (mom).
+  """
+
+  def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, name='RMSProp'):
+    """Args (defaults are TF1's; the learner passes the original flags):
+      learning_rate: float, or a callable without arguments returning a float32 scalar, read at each update.
+      decay: discounting factor of the mean square (rho).
+      momentum: momentum factor.
+      epsilon: added to the mean square inside the square root.
+    """
+    super().__init__(name=name)
+    self._learning_rate = learning_rate
+    self.decay = decay
+    self.momentum = momentum
+    self.epsilon = epsilon
+    self._ms_slots = []  # Lists (not dicts keyed by variable) keep the slots checkpointable by tf.train.Checkpoint.
+    self._mom_slots = []
+    self._slot_index = {}  # variable.ref() -> position in the slot lists.
+
+  def learning_rate(self):
+    """The current learning rate, float32 scalar."""
+    lr = self._learning_rate() if callable(self._learning_rate) else self._learning_rate
+    return tf.cast(lr, tf.float32)
+
+  def create_slots(self, variables):
+    """Creates the slots of `variables` that have none yet (ms = 1, mom = 0, same shape and dtype)."""
+    with tf.init_scope():
+      for variable in variables:
+        if variable.ref() in self._slot_index:
+          continue
+        name = variable.name[:-2] if variable.name.endswith(':0') else variable.name
+        self._slot_index[variable.ref()] = len(self._ms_slots)
+        self._ms_slots.append(tf.Variable(tf.ones(variable.shape, variable.dtype), trainable=False,
+                                          name=name + '/RMSProp'))
+        self._mom_slots.append(tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False,
+                                           name=name + '/RMSProp_1'))
+
+  def slots_for(self, variable):
+    """(ms, mom) slot variables of `variable`, as TF1's `V/RMSProp` and `V/RMSProp_1`."""
+    try:
+      index = self._slot_index[variable.ref()]
+    except KeyError:
+      raise KeyError(f'RMSProp has no slots for {variable.name}; call create_slots([...]) on it first.') from None
+    return self._ms_slots[index], self._mom_slots[index]
+
+  def apply_gradients(self, grads_and_vars):
+    """One update of each variable whose gradient is not None (as TF1's `minimize`). Returns nothing."""
+    lr = self.learning_rate()
+    decay, momentum, epsilon = (tf.constant(x, tf.float32) for x in (self.decay, self.momentum, self.epsilon))
+    for grad, variable in grads_and_vars:
+      if grad is None:
+        continue
+      ms, mom = self.slots_for(variable)
+      if isinstance(grad, tf.IndexedSlices):
+        unique_indices, positions = tf.unique(grad.indices)
+        summed = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique_indices)[0])
+        tf.raw_ops.ResourceSparseApplyRMSProp(var=variable.handle, ms=ms.handle, mom=mom.handle, lr=lr, rho=decay,
+                                              momentum=momentum, epsilon=epsilon, grad=summed,
+                                              indices=unique_indices)
+      else:
+        tf.raw_ops.ResourceApplyRMSProp(var=variable.handle, ms=ms.handle, mom=mom.handle, lr=lr, rho=decay,
+                                        momentum=momentum, epsilon=epsilon, grad=grad)
+
+
+def compute_baseline_loss(advantages):
+  """0.5 * sum of squares (d loss / d baseline = -advantage). advantages: float32 [T, B] -> scalar."""
+  return .5 * tf.reduce_sum(tf.square(advantages))
+
+
+def compute_entropy_loss(logits):
+  """Negative entropy summed over T and B: sum pi log pi. logits: float32 [T, B, A] -> scalar."""
+  policy = tf.nn.softmax(logits)
+  log_policy = tf.nn.log_softmax(logits)
+  entropy_per_timestep = tf.reduce_sum(-policy * log_policy, axis=-1)
+  return -tf.reduce_sum(entropy_per_timestep)
+
+
+def compute_policy_gradient_loss(logits, actions, advantages):
+  """sum_{t,b} -log pi(a_t | x_t) * stop_gradient(advantage_t).
+
+  Args:
+    logits: float32 [T, B, A], the learner's policy logits.
+    actions: int32 [T, B].
+    advantages: float32 [T, B], V-trace pg_advantages.
+
+  Returns:
+    float32 scalar.
+  """
+  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
+  return tf.reduce_sum(cross_entropy * tf.stop_gradient(advantages))
+
+
+class Learner(tf.Module):
+  """Trains an `Agent` on batches of actor unrolls (the original's `build_learner` and its optimizer).
+
+  Usage:
+    learner = Learner(agent)                         # hyper-parameters: the original flags and defaults
+    metrics = learner.step(agent_state, env_outputs, agent_outputs)   # Python: builds once, then `train_step`
+
+  `train_step` is the compiled `tf.function`; it is traced once per input shape. `step` creates the optimizer slots
+  (eagerly) before its first call, so that `train_step` never creates variables. It is a graph function, not
+  `jit_compile=True`: XLA cannot compile the agent's tf.string instruction input and string ops (V-trace inside it is
+  XLA-compiled on its own). On 2 CPU cores, batch 32 x unroll 100 runs at about 800 environment frames/s
+  (benchmarks/impala_learner.py).
+  """
+
+  def __init__(self, agent, entropy_cost=0.00025, baseline_cost=.5, discounting=.99, reward_clipping='abs_one',
+               learning_rate=0.00048, decay=.99, momentum=0., epsilon=.1, total_environment_frames=int(1e9),
+               num_action_repeats=4, name='learner'):
+    """Args (the original flags, same names and defaults):
+      agent: an `scalable_agent.agent.Agent` (its variables exist after construction).
+      entropy_cost: weight of the entropy loss.
+      baseline_cost: weight of the baseline loss.
+      discounting: discount per agent step.
+      reward_clipping: 'abs_one' or 'soft_asymmetric' (see `clip_rewards`).
+      learning_rate: RMSProp learning rate at frame 0; it decays linearly to 0 at total_environment_frames.
+      decay: RMSProp decay.
+      momentum: RMSProp momentum.
+      epsilon: RMSProp epsilon.
+      total_environment_frames: environment frames (agent steps x num_action_repeats) of the whole run; the horizon
+        of the learning-rate decay.
+      num_action_repeats: environment frames per agent step, for the frame counter.
+      name: module name.
+
+    Raises:
+      ValueError: an unknown reward_clipping, or total_environment_frames < 1.
+    """
+    super().__init__(name=name)
+    _check_reward_clipping(reward_clipping)
+    if total_environment_frames < 1:
+      raise ValueError(f'total_environment_frames must be >= 1 (the decay horizon), got {total_environment_frames}.')
+    self.agent = agent
+    self.entropy_cost = entropy_cost
+    self.baseline_cost = baseline_cost
+    self.discounting = discounting
+    self.reward_clipping = reward_clipping
+    self.initial_learning_rate = learning_rate
+    self.total_environment_frames = int(total_environment_frames)
+    self.num_action_repeats = num_action_repeats
+    # The global step, in environment frames: the original's `num_environment_frames` (int64, not trainable).
+    self.num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
+    self.optimizer = RMSProp(self.learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
+    self.optimizer.create_slots(agent.trainable_variables)
+
+  def learning_rate(self):
+    """The learning rate at the current frame count, float32 scalar."""
+    return linear_decay_learning_rate(self.initial_learning_rate, self.num_environment_frames,
+                                      self.total_environment_frames)
+
+  def step(self, agent_state, env_outputs, agent_outputs):
+    """One training step (see `train_step`); creates any missing optimizer slots first, eagerly."""
+    self.optimizer.create_slots(self.agent.trainable_variables)
+    return self.train_step(agent_state, env_outputs, agent_outputs)
+
+  @tf.function
+  def train_step(self, agent_state, env_outputs, agent_outputs):
+    """Unroll, V-trace losses, one RMSProp update, frame counter update (module docstring).
+
+    Args:
+      agent_state: the agent's core state before step 0, (c, h) float32 [B, 256] each.
+      env_outputs: StepOutput(reward float32, info, done bool, observation=(frame uint8 [.., H, W, C],
+        instruction tf.string)), every field time-major [T + 1, B, ...]; step 0 is the last step of the previous
+        unroll.
+      agent_outputs: AgentOutput(action int32, policy_logits float32 [.., A], baseline float32) of the actors,
+        time-major [T + 1, B, ...]; action[t] is the action that led to env_outputs[t].
+
+    Returns:
+      dict of scalars: total_loss, pg_loss, baseline_loss, entropy_loss (unweighted sums over T and B; total_loss
+      weights them), learning_rate (the one used by this update) and num_environment_frames (int64, after it).
+    """
+    actions = tf.cast(agent_outputs.action, tf.int32)
+    variables = self.agent.trainable_variables
+    with tf.GradientTape() as tape:
+      learner_outputs, _ = self.agent.unroll(actions, env_outputs, agent_state)
+
+      # Bootstrap from the last baseline, then shift so that index t pairs x_t with a_t and what followed a_t.
+      bootstrap_value = learner_outputs.baseline[-1]
+      behaviour_logits = agent_outputs.policy_logits[1:]
+      actions = actions[1:]
+      rewards, done = env_outputs.reward[1:], env_outputs.done[1:]
+      learner_logits, learner_baseline = learner_outputs.policy_logits[:-1], learner_outputs.baseline[:-1]
+
+      clipped_rewards = clip_rewards(rewards, self.reward_clipping)
+      discounts = tf.cast(~done, tf.float32) * self.discounting
+
+      # vs and pg_advantages are stop-gradient'ed inside V-trace; stopping the inputs too changes no gradient and
+      # spares the tape the backward pass of the compiled V-trace.
+      vtrace_returns = vtrace.from_logits(
+          behaviour_policy_logits=behaviour_logits, target_policy_logits=tf.stop_gradient(learner_logits),
+          actions=actions, discounts=discounts, rewards=clipped_rewards,
+          values=tf.stop_gradient(learner_baseline), bootstrap_value=tf.stop_gradient(bootstrap_value))
+
+      pg_loss = compute_policy_gradient_loss(learner_logits, actions, vtrace_returns.pg_advantages)
+      baseline_loss = compute_baseline_loss(vtrace_returns.vs - learner_baseline)
+      entropy_loss = compute_entropy_loss(learner_logits)
+      total_loss = pg_loss + self.baseline_cost * baseline_loss + self.entropy_cost * entropy_loss
+
+    learning_rate = self.learning_rate()  # Read before the frame counter moves, as the original.
+    gradients = tape.gradient(total_loss, variables)
+    self.optimizer.apply_gradients(zip(gradients, variables))
+    # B * T * num_action_repeats; tf.function orders this after the update, like the original's control dependency.
+    batch_size, unroll_length = tf.shape(actions, out_type=tf.int64)[1], tf.shape(actions, out_type=tf.int64)[0]
+    self.num_environment_frames.assign_add(batch_size * unroll_length * self.num_action_repeats)
+    return {'total_loss': total_loss, 'pg_loss': pg_loss, 'baseline_loss': baseline_loss,
+            'entropy_loss': entropy_loss, 'learning_rate': learning_rate,
+            'num_environment_frames': tf.identity(self.num_environment_frames)}
