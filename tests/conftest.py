@@ -12,3 +12,14 @@ if not os.environ.get('DISPLAY'):
   _GL = 'egl' if os.path.exists('/dev/nvidiactl') else 'osmesa'
   os.environ.setdefault('MUJOCO_GL', _GL)
   os.environ.setdefault('PYOPENGL_PLATFORM', _GL)
+
+
+import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
+import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+@pytest.fixture(autouse=True)
+def _unlock_gin_after_test():
+  """A launcher run finalizes (locks) gin; unlock it after each test so later tests can parse their bindings."""
+  yield
+  gin.config._set_config_is_locked(False)  # pylint: disable=protected-access

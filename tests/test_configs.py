@@ -126,5 +126,5 @@ def test_placeholders_raise_with_their_issue():
   from uvf.context import samplers  # pylint: disable=g-import-not-at-top
   with pytest.raises(NotImplementedError, match=r'HIRO training is not implemented yet \(issue #5\)'):
     train.train_uvf('/tmp/unused')
-  with pytest.raises(NotImplementedError, match='ConstantSampler is not implemented yet'):
-    samplers.ConstantSampler(value=[1, 2], context_spec=None)
+  with pytest.raises(NotImplementedError, match='ReplaySampler is not implemented yet'):
+    samplers.ReplaySampler(state_indices=[0, 1], context_spec=None)

@@ -1,10 +1,18 @@
-"""DDPG and TD3 agents: the learner of each HIRO level (issue #5).
+"""TD3 agent of one HIRO level: twin critics, target networks, losses, and the compiled per-level update.
 
-The methods the original registered under their own gin names (`ddpg_sample_action`, `ddpg_critic_function`,
-`ddpg_update_targets`, `td3_update_targets`) are module-level placeholders here, `self` first, until the agents exist.
+Port of `research/efficient-hrl/agents/ddpg_agent.py` (hiro.md sections 3.1-3.3). `TD3Agent` owns the six networks
+(`actor_net`, `critic_net`, `critic_net2` and their `target_` copies) and computes the losses; `Td3Update` performs
+one training step of a level as `train_uvf` built it: the critic Adam step on both critics, the delayed actor step and
+the periodic soft target update, with its counters in `tf.Variable`s so that it compiles once.
+
+`DdpgAgent` (single-critic DDPG) and its gin methods `ddpg_sample_action`, `ddpg_critic_function`,
+`ddpg_update_targets` are not used by HIRO and stay placeholders; `TD3Agent` carries what HIRO needs of them.
 """
 
+import collections
+
 import gin
+import numpy as np
 import tensorflow as tf
 
 from uvf.agents import ddpg_networks as networks
@@ -13,10 +21,14 @@ from uvf.placeholders import placeholder
 
 _ISSUE = 5
 
+# Target policy smoothing of TD3 (hard-coded in the original): eps = clip(N(0, 0.2^2), -0.5, 0.5), absolute units.
+TARGET_POLICY_NOISE = 0.2
+TARGET_POLICY_NOISE_CLIP = 0.5
+
 
 @gin.configurable
-class DdpgAgent(object):
-  """DDPG agent for one level: actor, critic and their target networks (issue #5)."""
+class DdpgAgent(tf.Module):
+  """DDPG agent for one level (not used by HIRO, whose levels are `TD3Agent`s; issue #5)."""
 
   def __init__(self,
                observation_spec,
@@ -52,9 +64,33 @@ def ddpg_update_targets(self, tau=1.0):
   """DdpgAgent.update_targets: soft update of the target networks with rate `tau` (issue #5)."""
 
 
+def _single_spec(spec, what):
+  """The original passed specs as 1-element lists (`observation_spec[0]`); accept that or a bare spec."""
+  if isinstance(spec, (list, tuple)):
+    if len(spec) != 1:
+      raise ValueError(f'{what} must be a spec or a list of exactly one spec, got {len(spec)} specs.')
+    spec = spec[0]
+  shape = tf.TensorShape(spec.shape)
+  if shape.rank != 1 or shape.num_elements() is None:
+    raise ValueError(f'{what} must describe a fixed-size vector, got shape {shape}.')
+  return spec
+
+
 @gin.configurable
 class TD3Agent(DdpgAgent):
-  """TD3 agent for one level: twin critics, min of the two targets, clipped noise on target actions (issue #5)."""
+  """TD3 agent for one level: actor mu(s), twin critics Q1, Q2, and their target copies.
+
+  Shapes: B = batch size, O = state dim (the merged observation + contexts of the level), A = action dim.
+  All tensors are float32. The caller merges observations and contexts and supplies rewards and discounts (with
+  gamma already multiplied in).
+  """
+
+  ACTOR_NET_SCOPE = 'actor_net'
+  CRITIC_NET_SCOPE = 'critic_net'
+  CRITIC_NET2_SCOPE = 'critic_net2'
+  TARGET_ACTOR_NET_SCOPE = 'target_actor_net'
+  TARGET_CRITIC_NET_SCOPE = 'target_critic_net'
+  TARGET_CRITIC_NET2_SCOPE = 'target_critic_net2'
 
   def __init__(self,
                observation_spec,
@@ -66,13 +102,410 @@ class TD3Agent(DdpgAgent):
                actions_regularizer=0.,
                target_q_clipping=None,
                residual_phi=0.0,
-               debug_summaries=False):
-    del observation_spec, action_spec, actor_net, critic_net, td_errors_loss, dqda_clipping
-    del actions_regularizer, target_q_clipping, residual_phi, debug_summaries
-    raise NotImplementedError(not_built(f'the RL agent {type(self).__name__}', _ISSUE))
+               debug_summaries=False,
+               target_policy_noise=TARGET_POLICY_NOISE,
+               target_policy_noise_clip=TARGET_POLICY_NOISE_CLIP,
+               scope=None,
+               seed=None):
+    """Builds the six networks (variables created now, targets not yet copied: see `copy_to_targets`).
+
+    Args:
+      observation_spec: spec (or 1-element list of specs, as the original) of the merged state, shape [O].
+      action_spec: bounded spec (or 1-element list) of the action, shape [A], with `minimum` / `maximum`.
+      actor_net: factory `(state_dim, action_spec, scope=...) -> ActorNetwork` (gin `ddpg_actor_net`).
+      critic_net: factory `(state_dim, action_dim, scope=...) -> CriticNetwork` (gin `ddpg_critic_net`).
+      td_errors_loss: `(labels, predictions) -> scalar` loss on the TD errors; default `tf.losses.huber_loss`
+        (HIRO binds delta 1.0), mean over all elements.
+      dqda_clipping: if > 0, dQ/da is clipped element-wise to +-dqda_clipping in the actor loss (HIRO: 0).
+      actions_regularizer: weight of ||mu(s)||_F (Frobenius norm over the batch) added to the actor loss (HIRO: 0).
+      target_q_clipping: None or (low, high) bounds on the TD targets (HIRO: None).
+      residual_phi: must be 0 (HIRO's value); the residual-gradient variant is not ported.
+      debug_summaries: if True, the critic loss writes scalar summaries of targets, Q values and TD errors (to the
+        default summary writer, if any). The original wrote histograms as well.
+      target_policy_noise: std of TD3's target smoothing noise, absolute action units (original: 0.2, hard-coded).
+      target_policy_noise_clip: the noise is clipped to +-this (original: 0.5, hard-coded). The smoothed target
+        action is not clipped to the action bounds, as in the original.
+      scope: TF1 variable scope prefix ('uvf_agent' or 'meta_agent' in HIRO). None: the current `tf.name_scope`,
+        as the original used the enclosing variable scope.
+      seed: int seed of the agent's random generator (target smoothing noise); None: non-deterministic.
+
+    Raises:
+      ValueError: for a bad spec, dqda_clipping < 0, residual_phi != 0, a bad target_q_clipping or noise setting.
+    """
+    if scope is None:
+      scope = tf.get_current_name_scope()
+    scope = scope.strip('/')
+    tf.Module.__init__(self, name=scope.replace('/', '_') or 'td3_agent')
+    self._scope = scope
+    self._observation_spec = _single_spec(observation_spec, 'observation_spec')
+    self._action_spec = _single_spec(action_spec, 'action_spec')
+    self._state_dim = int(tf.TensorShape(self._observation_spec.shape)[0])
+    self._num_action_dims = int(tf.TensorShape(self._action_spec.shape)[0])
+    if dqda_clipping < 0:
+      raise ValueError(f'dqda_clipping must be >= 0 (0 disables clipping), got {dqda_clipping}.')
+    if residual_phi != 0.0:
+      raise ValueError(f'residual_phi={residual_phi} is not supported by this port; HIRO uses 0.0 (the default).')
+    if target_q_clipping is not None and (len(target_q_clipping) != 2 or target_q_clipping[0] > target_q_clipping[1]):
+      raise ValueError(f'target_q_clipping must be None or (low, high) with low <= high, got {target_q_clipping!r}.')
+    if target_policy_noise < 0 or target_policy_noise_clip < 0:
+      raise ValueError('target_policy_noise and target_policy_noise_clip must be >= 0, got '
+                       f'{target_policy_noise} and {target_policy_noise_clip}.')
+    self._td_errors_loss = td_errors_loss
+    self._dqda_clipping = float(dqda_clipping)
+    self._actions_regularizer = float(actions_regularizer)
+    self._target_q_clipping = target_q_clipping
+    self._debug_summaries = debug_summaries
+    self._target_policy_noise = float(target_policy_noise)
+    self._target_policy_noise_clip = float(target_policy_noise_clip)
+
+    def build_actor(net_scope):
+      return actor_net(self._state_dim, self._action_spec, scope=self._join(net_scope))
+
+    def build_critic(net_scope):
+      return critic_net(self._state_dim, self._num_action_dims, scope=self._join(net_scope))
+
+    # Creation order of the original graph: actor, critic, critic2 on the first calls, then the targets.
+    self._actor_net = build_actor(self.ACTOR_NET_SCOPE)
+    self._critic_net = build_critic(self.CRITIC_NET_SCOPE)
+    self._critic_net2 = build_critic(self.CRITIC_NET2_SCOPE)
+    self._target_actor_net = build_actor(self.TARGET_ACTOR_NET_SCOPE)
+    self._target_critic_net = build_critic(self.TARGET_CRITIC_NET_SCOPE)
+    self._target_critic_net2 = build_critic(self.TARGET_CRITIC_NET2_SCOPE)
+    if seed is None:
+      self._rng = tf.random.Generator.from_non_deterministic_state()
+    else:
+      self._rng = tf.random.Generator.from_seed(seed)
+
+  def _join(self, net_scope):
+    return f'{self._scope}/{net_scope}' if self._scope else net_scope
+
+  # ------------------------------------------------------------------------------------------------------------------
+  # Specs, networks and variables.
+
+  @property
+  def observation_spec(self):
+    return self._observation_spec
+
+  @property
+  def action_spec(self):
+    return self._action_spec
+
+  @property
+  def scope(self):
+    """TF1 variable scope prefix of the agent, e.g. 'uvf_agent' ('' for none)."""
+    return self._scope
+
+  @property
+  def rng(self):
+    """The agent's `tf.random.Generator` (target smoothing noise); checkpoint it for an exact restart."""
+    return self._rng
+
+  @property
+  def networks(self):
+    """OrderedDict {net scope name: network}: actor_net, critic_net, critic_net2, target_actor_net, ...2."""
+    return collections.OrderedDict([
+        (self.ACTOR_NET_SCOPE, self._actor_net), (self.CRITIC_NET_SCOPE, self._critic_net),
+        (self.CRITIC_NET2_SCOPE, self._critic_net2), (self.TARGET_ACTOR_NET_SCOPE, self._target_actor_net),
+        (self.TARGET_CRITIC_NET_SCOPE, self._target_critic_net),
+        (self.TARGET_CRITIC_NET2_SCOPE, self._target_critic_net2)])
+
+  def get_trainable_actor_vars(self):
+    """List of the actor's variables (the actor optimizer's var list), in the original order."""
+    return self._actor_net.ordered_variables()
+
+  def get_trainable_critic_vars(self):
+    """List of both critics' variables, critic_net then critic_net2 (one optimizer trains both, as the original)."""
+    return self._critic_net.ordered_variables() + self._critic_net2.ordered_variables()
+
+  def get_actor_vars(self):
+    """Same as `get_trainable_actor_vars` (the original's model variables; no non-trainable ones here)."""
+    return self.get_trainable_actor_vars()
+
+  def get_target_vars(self):
+    """List of the target networks' variables, paired element-wise with actor vars + critic vars."""
+    return (self._target_actor_net.ordered_variables() + self._target_critic_net.ordered_variables() +
+            self._target_critic_net2.ordered_variables())
+
+  def variables_by_tf1_name(self):
+    """OrderedDict {original TF1 variable name: tf.Variable} of all six networks, e.g.
+    'uvf_agent/actor_net/states/states_1/weights' -> [O, 300] variable (hiro.md section 4)."""
+    names = collections.OrderedDict()
+    for net in self.networks.values():
+      names.update(net.variables_by_tf1_name())
+    return names
+
+  # ------------------------------------------------------------------------------------------------------------------
+  # Forward passes.
+
+  def _validate(self, tensor, dim, what):
+    tensor = tf.convert_to_tensor(tensor)
+    if not tensor.shape.is_compatible_with([None, dim]):
+      raise ValueError(f'{what} must have shape [batch, {dim}], got {tensor.shape}.')
+    if not tensor.dtype.is_floating:
+      raise ValueError(f'{what} must be a float tensor, got {tensor.dtype.name}.')
+    return tensor
+
+  def _validate_states(self, states, what='states'):
+    return self._validate(states, self._state_dim, what)
+
+  def _validate_actions(self, actions, what='actions'):
+    return self._validate(actions, self._num_action_dims, what)
+
+  def actor(self, states):
+    """mu(s): states float32 [B, O] -> actions float32 [B, A] within the action bounds (differentiable)."""
+    return self._actor_net(self._validate_states(states))
+
+  def action(self, state):
+    """Deterministic action of one state: float32 [O] -> [A] (no gradient)."""
+    state = tf.convert_to_tensor(state)
+    return tf.stop_gradient(self.actor(state[None]))[0]
+
+  def critic(self, states, actions):
+    """(Q1(s, a), Q2(s, a)): states float32 [B, O], actions float32 [B, A] -> two float32 [B]."""
+    states, actions = self._validate_states(states), self._validate_actions(actions)
+    return self._critic_net(states, actions), self._critic_net2(states, actions)
+
+  def target_actor(self, states):
+    """mu'(s) of the target actor: float32 [B, O] -> [B, A], gradient stopped."""
+    return tf.stop_gradient(self._target_actor_net(self._validate_states(states)))
+
+  def target_critics(self, states, actions):
+    """(Q1'(s, a), Q2'(s, a)) of the target critics: [B, O], [B, A] -> two float32 [B], gradients stopped."""
+    states, actions = self._validate_states(states), self._validate_actions(actions)
+    return (tf.stop_gradient(self._target_critic_net(states, actions)),
+            tf.stop_gradient(self._target_critic_net2(states, actions)))
+
+  def target_values(self, next_states):
+    """min(Q1', Q2')(s', mu'(s') + eps), eps = clip(N(0, noise^2), +-noise_clip): [B, O] -> float32 [B].
+
+    The smoothed action is not clipped to the action bounds (as the original). Uses the agent's generator.
+    """
+    target_actions = self.target_actor(next_states)
+    noise = self._rng.normal(tf.shape(target_actions), stddev=self._target_policy_noise, dtype=tf.float32)
+    noise = tf.clip_by_value(noise, -self._target_policy_noise_clip, self._target_policy_noise_clip)
+    q1, q2 = self.target_critics(next_states, target_actions + noise)
+    return tf.minimum(q1, q2)
+
+  def critic_function(self, critic_values, states):
+    """Reduces critic outputs to Q values for the actor loss: float32 [B] -> [B] (identity; hook for subclasses,
+    as the original's `critic_function` / `uvf_critic_function`)."""
+    del states
+    return critic_values
+
+  # ------------------------------------------------------------------------------------------------------------------
+  # Losses.
+
+  def critic_loss(self, states, actions, rewards, discounts, next_states):
+    """TD3 critic loss, mean over both critics (hiro.md section 3.3).
+
+    y = r + discounts * min(Q1', Q2')(s', mu'(s') + eps), the same target for both critics;
+    loss = td_errors_loss([y, y], [Q1(s, a), Q2(s, a)]): with the default Huber loss (delta from gin), the mean over
+    the 2 * B elements.
+
+    Args:
+      states: float32 [B, O], merged states s.
+      actions: float32 [B, A], actions taken (the relabelled goals at the meta level).
+      rewards: float32 [B], rewards r (already scaled).
+      discounts: float32 [B], gamma times the context discounts (the caller multiplies gamma in; HIRO never uses the
+        stored episode discounts).
+      next_states: float32 [B, O], merged next states s'.
+
+    Returns:
+      float32 [] loss.
+    """
+    states, actions = self._validate_states(states), self._validate_actions(actions)
+    next_states = self._validate_states(next_states, 'next_states')
+    target_q_values = self.target_values(next_states)
+    td_targets = target_q_values * discounts + rewards
+    if self._target_q_clipping is not None:
+      td_targets = tf.clip_by_value(td_targets, self._target_q_clipping[0], self._target_q_clipping[1])
+    td_targets = tf.stack([td_targets, td_targets])  # the original's (min, min) tuple, broadcast to [2, B]
+    q_values = tf.stack(self.critic(states, actions))  # [2, B]
+    if self._debug_summaries:
+      _td_error_summaries(target_q_values, q_values, td_targets, td_targets - q_values)
+    return self._td_errors_loss(td_targets, q_values)
+
+  def actor_loss(self, states):
+    """DDPG actor loss: mean over B x A of (stop_gradient(a + dQ1/da) - a)^2 with a = mu(s).
+
+    Its gradient with respect to the actor's weights is -dQ1/da * da/dtheta / (B * A) (dQ/da clipped to
+    +-dqda_clipping if set); plus actions_regularizer * ||a||_F.
+
+    Args:
+      states: float32 [B, O], merged states.
+
+    Returns:
+      float32 [] loss.
+    """
+    states = self._validate_states(states)
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+      actions = self._actor_net(states)
+      tape.watch(actions)
+      q_values = self.critic_function(self._critic_net(states, actions), states)
+    dqda = tape.gradient(q_values, actions)
+    if self._dqda_clipping > 0:
+      dqda = tf.clip_by_value(dqda, -self._dqda_clipping, self._dqda_clipping)
+    loss = tf.reduce_mean(tf.math.squared_difference(tf.stop_gradient(dqda + actions), actions))
+    if self._actions_regularizer:
+      loss += self._actions_regularizer * tf.norm(actions)
+    return loss
+
+  # ------------------------------------------------------------------------------------------------------------------
+  # Target networks.
+
+  @gin.configurable('td3_update_targets')
+  def update_targets(self, tau=1.0):
+    """Soft update of the target actor and both target critics: w' <- (1 - tau) w' + tau w.
+
+    Args:
+      tau: float in [0, 1]. The default 1.0 (the original's) is a hard copy; HIRO's gin binds 0.005 for the
+        periodic update. `Td3Update` reads that binding once, at its construction.
+
+    Raises:
+      ValueError: if tau is outside [0, 1].
+    """
+    tau = float(tau)
+    if not 0.0 <= tau <= 1.0:
+      raise ValueError(f'tau must be in [0, 1], got {tau}.')
+    sources = self.get_trainable_actor_vars() + self.get_trainable_critic_vars()
+    for source, target in zip(sources, self.get_target_vars()):
+      if tau == 1.0:
+        target.assign(source)
+      else:
+        target.assign((1.0 - tau) * target + tau * source)
+
+  def copy_to_targets(self):
+    """Hard copy of the actor and critics into their targets (the original's `update_targets(1.0)` at start)."""
+    self.update_targets(1.0)
 
 
-@gin.configurable('td3_update_targets')
-@placeholder('TD3Agent.update_targets', _ISSUE)
-def td3_update_targets(self, tau=1.0):
-  """TD3Agent.update_targets: soft update of the target actor and critics with rate `tau` (issue #5)."""
+def _td_error_summaries(target_q_values, q_values, td_targets, td_errors):
+  """Scalar summaries of the original's `gen_debug_td_error_summaries` (its histograms are left out)."""
+  with tf.name_scope('td_errors'):
+    for name, value in [('td_targets', td_targets), ('q_values', q_values), ('target_q_values', target_q_values),
+                        ('td_errors', td_errors)]:
+      for stat, fn in [('mean', tf.reduce_mean), ('max', tf.reduce_max), ('min', tf.reduce_min)]:
+        tf.summary.scalar(f'{name}/{stat}', fn(value))
+    tf.summary.scalar('td_errors/mean_abs', tf.reduce_mean(tf.abs(td_errors)))
+
+
+def td3_target_tau():
+  """The gin-bound `td3_update_targets.tau` in the current gin scope (1.0, the original default, if unbound)."""
+  return float(gin.get_bindings('td3_update_targets').get('tau', 1.0))
+
+
+@gin.configurable(denylist=['agent', 'critic_optimizer', 'actor_optimizer', 'num_updates'])
+class Td3Update(tf.Module):
+  """One training step of one level, compiled: the original's critic and actor train ops and periodic target update.
+
+  Per call, with n = num_updates before the call:
+    1. critic loss (both critics) and actor loss * [n % target_update_period == 0] are computed from the current
+       weights, with their gradients;
+    2. critic optimizer step on both critics; actor optimizer step on the actor, on every call (the original's
+       quirk: on the other calls the gradient is zero, yet Adam's moments still move the weights), or only when the
+       actor loss is on if `skip_delayed_actor_step` (a deviation);
+    3. num_updates += 1 (it was the critic's `global_step`);
+    4. target counter += 1; if it is a multiple of target_update_period: soft target update with tau (tf_agents'
+       `periodically`: targets move on the 2nd, 4th, ... call).
+  The original's graph left the order of the actor's read of n and the critic's increment, and of the two train ops,
+  unspecified; this is one of the orders it allowed (the counter's value at the start of the call; both losses on
+  the weights before the call).
+
+  Counters are int64 `tf.Variable`s and all settings are Python constants fixed at construction, so the step is
+  traced once (after the first call, which also creates the optimizers' slots).
+  """
+
+  def __init__(self, agent, critic_optimizer, actor_optimizer, target_update_period=2, tau=None, num_updates=None,
+               skip_delayed_actor_step=False, jit_compile=False, name='td3_update'):
+    """Builds the step.
+
+    Args:
+      agent: the level's `TD3Agent`.
+      critic_optimizer, actor_optimizer: optimizers with `apply_gradients(grads_and_vars)`; HIRO's are the gin-built
+        `tf.compat.v1.train.AdamOptimizer`s (epsilon 1e-8; critic lr 1e-3, actor lr 1e-4).
+      target_update_period: int >= 1, period of the actor and target updates (HIRO: 2).
+      tau: soft target update rate in [0, 1]; None: the gin binding `td3_update_targets.tau` (HIRO: 0.005).
+      num_updates: int64 scalar `tf.Variable` counting this level's updates (the original's `num_updates` /
+        `num_meta_updates`); None: one is created, named `<name>/num_updates`.
+      skip_delayed_actor_step: False (original): the actor optimizer steps on every call, with a zeroed loss on
+        the delayed calls. True (deviation): the actor optimizer runs only when the actor loss is on.
+      jit_compile: compile the step with XLA.
+      name: module name, and the name scope of the counters.
+
+    Raises:
+      ValueError: for a bad period, tau or counter.
+    """
+    super().__init__(name=name)
+    if not isinstance(target_update_period, (int, np.integer)) or target_update_period < 1:
+      raise ValueError(f'target_update_period must be an int >= 1, got {target_update_period!r}.')
+    tau = td3_target_tau() if tau is None else float(tau)
+    if not 0.0 <= tau <= 1.0:
+      raise ValueError(f'tau must be in [0, 1], got {tau}.')
+    self._agent = agent
+    self._critic_optimizer = critic_optimizer
+    self._actor_optimizer = actor_optimizer
+    self._period = int(target_update_period)
+    self._tau = tau
+    self._skip_delayed_actor_step = bool(skip_delayed_actor_step)
+    if num_updates is None:
+      num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name=f'{name}/num_updates')
+    if num_updates.dtype != tf.int64 or num_updates.shape.rank != 0:
+      raise ValueError(f'num_updates must be an int64 scalar tf.Variable, got {num_updates!r}.')
+    self._num_updates = num_updates
+    self._target_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name=f'{name}/update_targets/counter')
+    self._critic_vars = agent.get_trainable_critic_vars()
+    self._actor_vars = agent.get_trainable_actor_vars()
+    self._step = tf.function(self._update, jit_compile=bool(jit_compile))
+
+  @property
+  def num_updates(self):
+    """int64 scalar variable: updates done (the original's `num_updates` / `num_meta_updates`)."""
+    return self._num_updates
+
+  @property
+  def target_update_counter(self):
+    """int64 scalar variable: calls counted by the periodic target update (not in the original's checkpoints
+    under a stable name; ignore it when loading one)."""
+    return self._target_counter
+
+  @property
+  def tau(self):
+    return self._tau
+
+  @property
+  def step_function(self):
+    """The `tf.function` behind `__call__` (e.g. for `experimental_get_tracing_count`)."""
+    return self._step
+
+  def __call__(self, states, actions, rewards, discounts, next_states):
+    """One update. Arguments as `TD3Agent.critic_loss` (float32 [B, O], [B, A], [B], [B], [B, O]).
+
+    Returns:
+      dict of float32 []: 'critic_loss', 'actor_loss' (the loss as applied: zero on the delayed calls).
+    """
+    return self._step(states, actions, rewards, discounts, next_states)
+
+  def _update(self, states, actions, rewards, discounts, next_states):
+    """The body of the step, traced by `tf.function` (see the class docstring)."""
+    actor_on = tf.equal(self._num_updates % self._period, 0)
+    with tf.GradientTape(watch_accessed_variables=False) as critic_tape:
+      critic_tape.watch(self._critic_vars)
+      critic_loss = self._agent.critic_loss(states, actions, rewards, discounts, next_states)
+      critic_loss = tf.debugging.check_numerics(critic_loss, 'critic loss is inf or nan')
+    with tf.GradientTape(watch_accessed_variables=False) as actor_tape:
+      actor_tape.watch(self._actor_vars)
+      actor_loss = self._agent.actor_loss(states) * tf.cast(actor_on, tf.float32)
+      actor_loss = tf.debugging.check_numerics(actor_loss, 'actor loss is inf or nan')
+    critic_grads = critic_tape.gradient(critic_loss, self._critic_vars)
+    actor_grads = actor_tape.gradient(actor_loss, self._actor_vars)
+    self._critic_optimizer.apply_gradients(zip(critic_grads, self._critic_vars))
+    if self._skip_delayed_actor_step:
+      if actor_on:  # autograph: a graph conditional
+        self._actor_optimizer.apply_gradients(zip(actor_grads, self._actor_vars))
+    else:
+      self._actor_optimizer.apply_gradients(zip(actor_grads, self._actor_vars))
+    self._num_updates.assign_add(1)
+    self._target_counter.assign_add(1)
+    if self._target_counter % self._period == 0:  # autograph: a graph conditional
+      self._agent.update_targets(self._tau)
+    return {'critic_loss': critic_loss, 'actor_loss': actor_loss}

@@ -1,17 +1,214 @@
-"""Actor and critic networks of the DDPG / TD3 agents (issue #5)."""
+"""Actor and critic networks of the DDPG / TD3 agents, under the original TF1 variable names.
+
+The original (`research/efficient-hrl/agents/ddpg_networks.py`) defined `actor_net(states, action_spec, ...)` and
+`critic_net(states, actions, ...)` as slim functions that `tf.make_template` turned into variable-sharing templates.
+Here each network is a `tf.Module` whose variables are created eagerly at construction, and the gin names
+`ddpg_actor_net` / `ddpg_critic_net` are factories that build one: they keep the original hyper-parameters and
+defaults, while the data arguments moved from call time to construction (`state_dim`, `action_spec` / `action_dim`,
+`scope`) or to `__call__` (`states`, `actions`); `for_critic_loss` is gone (with one reward dimension it changed
+nothing). gin binds hyper-parameters only, as the original configs do.
+
+Architecture (hiro.md section 3.2). Hidden layers: y = activation(x W + b), W ~ U(+-1/sqrt(fan_in)) (slim's
+`variance_scaling_initializer(factor=1/3, mode='FAN_IN', uniform=True)`), b = 0. Output layers: W, b ~ U(+-0.003)
+(the original's `random_uniform_initializer` also initialised the output biases).
+
+* Actor: x = states (* xy_mask if `zero_obs` or `images`) -> hidden layers `states/states_<i>` -> `actions`, tanh,
+  rescaled to the action spec: a = (max + min) / 2 + (max - min) / 2 * tanh(.).
+* Critic: x = concat(states, actions) (* xy_mask) -> `states/states_<i>` -> concat(., actions) (the action enters a
+  second time) -> `joint/joint_<i>` -> linear `q_value` with 1 unit, reshaped to [B].
+
+Variable names are the original ones, `<scope>/states/states_1/weights` and so on (hiro.md section 4), both as the
+variables' own names and through `variables_by_tf1_name()`, the map a name-based TF1 checkpoint loader needs.
+"""
+
+import collections
 
 import gin
+import numpy as np
 import tensorflow as tf
 
-from uvf.placeholders import placeholder
+# Output layers of both networks: U(-0.003, 0.003) for weights and biases.
+FINAL_LAYER_INIT_RANGE = 0.003
 
-_ISSUE = 5
+
+def _hidden_weights(fan_in, fan_out):
+  """[fan_in, fan_out] float32 ~ U(+-1/sqrt(fan_in)): slim's variance scaling, factor 1/3, FAN_IN, uniform."""
+  limit = np.sqrt(1.0 / fan_in)
+  return tf.random.uniform([fan_in, fan_out], -limit, limit, dtype=tf.float32)
 
 
-@gin.configurable('ddpg_critic_net')
-@placeholder('the DDPG critic network', _ISSUE)
-def critic_net(states, actions,
-               for_critic_loss=False,
+def _final_uniform(shape):
+  return tf.random.uniform(shape, -FINAL_LAYER_INIT_RANGE, FINAL_LAYER_INIT_RANGE, dtype=tf.float32)
+
+
+def _xy_mask(dim):
+  """float32 [dim]: 0 for dims 0 and 1 (the x, y position), 1 elsewhere."""
+  if dim < 2:
+    raise ValueError(f'zero_obs / images masks input dims 0 and 1 (x, y), but the input has only {dim} dims.')
+  return tf.constant([0.0, 0.0] + [1.0] * (dim - 2), dtype=tf.float32)
+
+
+def _check_layers(name, layers):
+  """The layer sizes as a tuple of positive ints (None or () for no layers)."""
+  layers = tuple(layers or ())
+  if not all(isinstance(n, (int, np.integer)) and n > 0 for n in layers):
+    raise ValueError(f'{name} must be a sequence of positive layer sizes, got {layers!r}.')
+  return layers
+
+
+def _check_unsupported(normalizer_fn, num_reward_dims=1):
+  if normalizer_fn is not None:
+    raise ValueError(f'normalizer_fn={normalizer_fn!r} is not supported by this port; HIRO binds None (the default).')
+  if num_reward_dims != 1:
+    raise ValueError(f'num_reward_dims={num_reward_dims!r} is not supported by this port; HIRO uses 1 (the default).')
+
+
+class _Dense(tf.Module):
+  """One slim `fully_connected` layer: y = activation(x W + b), W `weights` [fan_in, units], b `biases` [units]."""
+
+  def __init__(self, scope, weights, biases, activation):
+    super().__init__(name=None)
+    with tf.name_scope(scope + '/'):  # trailing '/': an absolute name scope, so the names are exactly the TF1 ones
+      self.weights = tf.Variable(weights, name='weights')
+      self.biases = tf.Variable(biases, name='biases')
+    self._scope = scope
+    self._activation = activation
+
+  def __call__(self, x):
+    y = tf.matmul(x, self.weights) + self.biases
+    return self._activation(y) if self._activation is not None else y
+
+  def named_variables(self):
+    return [(self._scope + '/weights', self.weights), (self._scope + '/biases', self.biases)]
+
+
+def _hidden_stack(scope, stack_name, fan_in, layers, activation):
+  """slim.stack(x, fully_connected, layers, scope=stack_name): layers `<stack_name>/<stack_name>_<i>`, i from 1."""
+  dense = []
+  for i, units in enumerate(layers, start=1):
+    dense.append(_Dense(f'{scope}/{stack_name}/{stack_name}_{i}', _hidden_weights(fan_in, units),
+                        tf.zeros([units], tf.float32), activation))
+    fan_in = units
+  return dense, fan_in
+
+
+class _Network(tf.Module):
+  """Common part of the actor and the critic: the TF1 name map and a copy of another network's weights."""
+
+  def __init__(self, scope):
+    super().__init__(name=scope.replace('/', '_'))
+    self._scope = scope
+    self._layers = []
+
+  @property
+  def scope(self):
+    """The TF1 variable scope of the network, e.g. 'uvf_agent/actor_net'."""
+    return self._scope
+
+  def variables_by_tf1_name(self):
+    """OrderedDict {TF1 variable name (no ':0'): tf.Variable}, in the original's creation order."""
+    return collections.OrderedDict(pair for layer in self._layers for pair in layer.named_variables())
+
+  def ordered_variables(self):
+    """List of the network's trainable variables in the original's creation (and target-pairing) order."""
+    return list(self.variables_by_tf1_name().values())
+
+
+class ActorNetwork(_Network):
+  """Deterministic actor mu(s): [B, state_dim] float32 -> [B, action_dim] float32 within the action bounds."""
+
+  def __init__(self, state_dim, action_spec, scope='actor_net', hidden_layers=(400, 300),
+               activation_fn=tf.nn.relu, zero_obs=False, images=False):
+    """Creates the variables (eagerly).
+
+    Args:
+      state_dim: int, size of the (merged) state vector, e.g. O + G = 45 for the hiro_orig AntMaze low level.
+      action_spec: bounded spec with `shape` [A], `minimum` and `maximum` (scalars or [A]; actions in env units).
+      scope: TF1 variable scope of the network, e.g. 'uvf_agent/actor_net'.
+      hidden_layers: sizes of the ReLU layers `states/states_1`, ... (gin: (300, 300) in HIRO).
+      activation_fn: activation of the hidden layers.
+      zero_obs, images: if either is set, state dims 0 and 1 (x, y) are multiplied by 0 first (hiro_orig low level).
+    """
+    super().__init__(scope)
+    hidden_layers = _check_layers('hidden_layers', hidden_layers)
+    state_dim = int(state_dim)
+    action_dim = int(tf.TensorShape(action_spec.shape).num_elements())
+    minimum = np.broadcast_to(np.asarray(action_spec.minimum, np.float32), [action_dim])
+    maximum = np.broadcast_to(np.asarray(action_spec.maximum, np.float32), [action_dim])
+    if not np.all(maximum > minimum):
+      raise ValueError(f'action_spec bounds must satisfy maximum > minimum, got {minimum} and {maximum}.')
+    self.state_dim, self.action_dim = state_dim, action_dim
+    self._mask = _xy_mask(state_dim) if (zero_obs or images) else None
+    self._action_means = tf.constant((maximum + minimum) / 2.0, tf.float32)
+    self._action_magnitudes = tf.constant((maximum - minimum) / 2.0, tf.float32)
+    self._hidden, fan_in = _hidden_stack(scope, 'states', state_dim, hidden_layers, activation_fn)
+    self._out = _Dense(scope + '/actions', _final_uniform([fan_in, action_dim]), _final_uniform([action_dim]),
+                       tf.nn.tanh)
+    self._layers = self._hidden + [self._out]
+
+  def __call__(self, states):
+    """states: float32 [B, state_dim] -> actions float32 [B, action_dim], mean + half_width * tanh(.)."""
+    x = tf.cast(states, tf.float32)
+    if self._mask is not None:
+      x = x * self._mask
+    for layer in self._hidden:
+      x = layer(x)
+    return self._action_means + self._action_magnitudes * self._out(x)
+
+
+class CriticNetwork(_Network):
+  """Critic Q(s, a): [B, state_dim], [B, action_dim] float32 -> [B] float32."""
+
+  def __init__(self, state_dim, action_dim, scope='critic_net', states_hidden_layers=(400,),
+               actions_hidden_layers=None, joint_hidden_layers=(300,), activation_fn=tf.nn.relu, zero_obs=False,
+               images=False):
+    """Creates the variables (eagerly).
+
+    Args:
+      state_dim: int, size of the (merged) state vector.
+      action_dim: int, size of the action vector.
+      scope: TF1 variable scope of the network, e.g. 'uvf_agent/critic_net2'.
+      states_hidden_layers: sizes of the layers `states/states_<i>` on concat(states, actions) ((300,) in HIRO).
+      actions_hidden_layers: sizes of the layers `actions/actions_<i>` on the actions before they are joined
+        (None in HIRO).
+      joint_hidden_layers: sizes of the layers `joint/joint_<i>` on concat(states branch, actions branch).
+      activation_fn: activation of all hidden layers.
+      zero_obs, images: if either is set, dims 0 and 1 (x, y) of concat(states, actions) are multiplied by 0.
+    """
+    super().__init__(scope)
+    states_hidden_layers = _check_layers('states_hidden_layers', states_hidden_layers)
+    actions_hidden_layers = _check_layers('actions_hidden_layers', actions_hidden_layers)
+    joint_hidden_layers = _check_layers('joint_hidden_layers', joint_hidden_layers)
+    self.state_dim, self.action_dim = int(state_dim), int(action_dim)
+    input_dim = self.state_dim + self.action_dim
+    self._mask = _xy_mask(input_dim) if (zero_obs or images) else None
+    self._states, states_out = _hidden_stack(scope, 'states', input_dim, states_hidden_layers, activation_fn)
+    self._actions, actions_out = _hidden_stack(scope, 'actions', self.action_dim, actions_hidden_layers,
+                                               activation_fn)
+    self._joint, fan_in = _hidden_stack(scope, 'joint', states_out + actions_out, joint_hidden_layers,
+                                        activation_fn)
+    self._out = _Dense(scope + '/q_value', _final_uniform([fan_in, 1]), _final_uniform([1]), None)
+    self._layers = self._states + self._actions + self._joint + [self._out]
+
+  def __call__(self, states, actions):
+    """states: float32 [B, state_dim]; actions: float32 [B, action_dim] -> q values float32 [B]."""
+    actions = tf.cast(actions, tf.float32)
+    x = tf.concat([tf.cast(states, tf.float32), actions], -1)
+    if self._mask is not None:
+      x = x * self._mask
+    for layer in self._states:
+      x = layer(x)
+    a = actions
+    for layer in self._actions:
+      a = layer(a)
+    x = tf.concat([x, a], 1)
+    for layer in self._joint:
+      x = layer(x)
+    return tf.reshape(self._out(x), [-1])
+
+
+@gin.configurable('ddpg_critic_net', denylist=['state_dim', 'action_dim', 'scope'])
+def critic_net(state_dim, action_dim, scope='critic_net',
                num_reward_dims=1,
                states_hidden_layers=(400,),
                actions_hidden_layers=None,
@@ -21,15 +218,46 @@ def critic_net(states, actions,
                activation_fn=tf.nn.relu,
                zero_obs=False,
                images=False):
-  """Critic Q(s, a): fully connected layers over the state and action, one linear output (issue #5)."""
+  """Builds a `CriticNetwork` (gin `ddpg_critic_net`; the agent calls it once per critic and target critic).
+
+  Args:
+    state_dim, action_dim, scope: see `CriticNetwork` (passed by the agent, not gin parameters).
+    num_reward_dims: must be 1 (the only value HIRO uses).
+    states_hidden_layers, actions_hidden_layers, joint_hidden_layers, activation_fn, zero_obs, images: see
+      `CriticNetwork`; defaults are the original function's ((400,), None, (300,)); HIRO's gin sets (300,), None,
+      (300,).
+    weight_decay: accepted and unused. The original attached an L2 regulariser whose losses went into a collection
+      that its train ops never read, so it had no effect either (HIRO binds 0.0).
+    normalizer_fn: must be None (the only value HIRO uses).
+
+  Returns:
+    A `CriticNetwork` with its variables created.
+  """
+  del weight_decay  # no effect in the original either (see the docstring)
+  _check_unsupported(normalizer_fn, num_reward_dims)
+  return CriticNetwork(state_dim, action_dim, scope=scope, states_hidden_layers=states_hidden_layers,
+                       actions_hidden_layers=actions_hidden_layers, joint_hidden_layers=joint_hidden_layers,
+                       activation_fn=activation_fn, zero_obs=zero_obs, images=images)
 
 
-@gin.configurable('ddpg_actor_net')
-@placeholder('the DDPG actor network', _ISSUE)
-def actor_net(states, action_spec,
+@gin.configurable('ddpg_actor_net', denylist=['state_dim', 'action_spec', 'scope'])
+def actor_net(state_dim, action_spec, scope='actor_net',
               hidden_layers=(400, 300),
               normalizer_fn=None,
               activation_fn=tf.nn.relu,
               zero_obs=False,
               images=False):
-  """Deterministic actor: fully connected layers, tanh-scaled to the action bounds (issue #5)."""
+  """Builds an `ActorNetwork` (gin `ddpg_actor_net`; the agent calls it for the actor and the target actor).
+
+  Args:
+    state_dim, action_spec, scope: see `ActorNetwork` (passed by the agent, not gin parameters).
+    hidden_layers, activation_fn, zero_obs, images: see `ActorNetwork`; the default (400, 300) is the original
+      function's, HIRO's gin sets (300, 300).
+    normalizer_fn: must be None (the only value HIRO uses).
+
+  Returns:
+    An `ActorNetwork` with its variables created.
+  """
+  _check_unsupported(normalizer_fn)
+  return ActorNetwork(state_dim, action_spec, scope=scope, hidden_layers=hidden_layers, activation_fn=activation_fn,
+                      zero_obs=zero_obs, images=images)

@@ -1,35 +1,117 @@
-"""Context transition functions: the contexts after an environment step (issue #5).
+"""Context transition functions: the contexts after an environment step.
 
-Each is called as `fn(contexts, timer, sampler_fn, ...)` and returns the new list of contexts. The relative ones are
-HIRO's goal transition h(s, g, s') = s + g - s' on the first `k` dimensions.
+Each is called as `fn(contexts, timer, sampler_fn, ...)` with `contexts` the list of the level's current contexts
+(each [C], or [B, C] where stated), `timer` the level's int32 step counter and `sampler_fn` a callable returning a
+fresh list of contexts (or None), and returns the new list of contexts. The relative ones are HIRO's goal transition
+h(s, g, s') = s + g - s' on the first `k` dimensions.
 """
 
 import gin
-
-from uvf.placeholders import placeholder
-
-_ISSUE = 5
+import tensorflow as tf
 
 
 @gin.configurable
-@placeholder('context_transition_functions.periodic_context_fn', _ISSUE)
 def periodic_context_fn(contexts, timer, sampler_fn, period=1):
-  """Samples new contexts every `period` steps, else keeps them (issue #5)."""
+  """New contexts from `sampler_fn` on the steps where timer mod `period` == 0, else the contexts unchanged.
+
+  Args:
+    contexts: list of [C] context tensors.
+    timer: int32 scalar tensor, the level's step counter.
+    sampler_fn: callable returning a list of [C] tensors like `contexts`.
+    period: steps between two samples.
+
+  Returns:
+    List of [C] tensors.
+  """
+  contexts = list(contexts)
+  return tf.cond(tf.equal(tf.math.floormod(timer, period), 0), sampler_fn, lambda: contexts)
 
 
 @gin.configurable
-@placeholder('context_transition_functions.timer_context_fn', _ISSUE)
 def timer_context_fn(contexts, timer, sampler_fn, period=1, timer_index=-1, debug=False):
-  """Counts a timer context down; samples new contexts and resets it to `period` at zero (issue #5)."""
+  """Counts the timer context `contexts[timer_index]` down; at 0, new contexts with the timer set to `period`.
+
+  The actual period is therefore `period` + 1 steps.
+
+  Args:
+    contexts: list of [C] context tensors; contexts[timer_index] is the timer, its first entry is tested.
+    timer: unused (kept for the common signature; printed with `debug`).
+    sampler_fn: callable returning a list of [C] tensors like `contexts`.
+    period: value the timer restarts from.
+    timer_index: index of the timer in `contexts`.
+    debug: print the new contexts and the timer.
+
+  Returns:
+    List of [C] tensors.
+  """
+  contexts = list(contexts)
+
+  def reset():
+    new_contexts = list(sampler_fn())
+    new_contexts[timer_index] = tf.zeros_like(contexts[timer_index]) + period
+    return new_contexts
+
+  def update():
+    updated = list(contexts)
+    updated[timer_index] = contexts[timer_index] - 1
+    return updated
+
+  values = tf.cond(tf.equal(contexts[timer_index][0], 0), reset, update)
+  if debug:
+    tf.print('timer_context_fn', values, timer)
+  return values
 
 
 @gin.configurable
-@placeholder('context_transition_functions.relative_context_transition_fn', _ISSUE)
 def relative_context_transition_fn(contexts, timer, sampler_fn, k=2, state=None, next_state=None, **kwargs):
-  """One step of the relative goal: g' = g + s - s' on the first `k` dimensions (issue #5)."""
+  """One step of the relative goal: g' = g + s - s' on the first `k` dimensions, the others unchanged.
+
+  Args:
+    contexts: a list of one goal tensor, [G] (or [B, G]).
+    timer: unused.
+    sampler_fn: unused.
+    k: number of leading goal dimensions that are relative to the state.
+    state: [D >= k] state before the step (for the low level: its representation s_repr), same units as the goal.
+    next_state: [D >= k] state after the step.
+    **kwargs: ignored (the context passes the raw states and their representations together).
+
+  Returns:
+    A list of one [G] tensor: concat(g[:k] + state[:k] - next_state[:k], g[k:]).
+
+  Raises:
+    ValueError: if `contexts` does not hold exactly one tensor.
+  """
+  del timer, sampler_fn, kwargs
+  contexts = list(contexts)
+  if len(contexts) != 1:
+    raise ValueError(f'relative_context_transition_fn takes exactly one context, got {len(contexts)}.')
+  goal = contexts[0]
+  return [tf.concat([goal[..., :k] + state[..., :k] - next_state[..., :k], goal[..., k:]], -1)]
 
 
 @gin.configurable
-@placeholder('context_transition_functions.relative_context_multi_transition_fn', _ISSUE)
 def relative_context_multi_transition_fn(contexts, timer, sampler_fn, k=2, states=None, **kwargs):
-  """The relative goal along a sequence of states, from the goal at its first state (issue #5)."""
+  """The relative goal along c stored states, from the goal at the first: g_i = g + s_0 - s_i on the first `k` dims.
+
+  Args:
+    contexts: a list of one goal tensor [B, G], the goal at states[:, 0].
+    timer: unused.
+    sampler_fn: unused.
+    k: number of leading goal dimensions that are relative to the state.
+    states: [B, c, D >= k] states (for the low level: their representations), same units as the goal.
+    **kwargs: ignored.
+
+  Returns:
+    A list of one [B, c, G] tensor: g_i[:k] = g[:k] + states[:, 0, :k] - states[:, i, :k] and g_i[k:] = g[k:].
+
+  Raises:
+    ValueError: if `contexts` does not hold exactly one tensor.
+  """
+  del timer, sampler_fn, kwargs
+  contexts = list(contexts)
+  if len(contexts) != 1:
+    raise ValueError(f'relative_context_multi_transition_fn takes exactly one context, got {len(contexts)}.')
+  goal = contexts[0]
+  relative = tf.expand_dims(goal[:, :k] + states[:, 0, :k], 1) - states[:, :, :k]
+  rest = goal[:, None, k:] * tf.ones_like(states[:, :, :1])
+  return [tf.concat([relative, rest], -1)]
