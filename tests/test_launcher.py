@@ -80,10 +80,10 @@ def test_typo_in_a_config_file_names_the_file_and_line(tmp_path):
   assert 'my_maze.gin' in result.stderr and 'line 3' in result.stderr
 
 
-def test_hiro_config_is_valid_but_not_implemented_yet(tmp_path):
-  result = run_script('run_train.py', 'configs/ant_maze.gin', cwd=tmp_path)
+def test_a_system_not_built_yet_says_so_and_writes_nothing(tmp_path):
+  result = run_script('run_train.py', 'configs/impala_atari.gin', cwd=tmp_path)
   assert result.returncode == launcher.EXIT_UNAVAILABLE, result.stderr
-  assert 'HIRO training (issue #5) is not implemented yet' in result.stderr
+  assert 'the IMPALA training system (issues #4 and #6) is not implemented yet' in result.stderr
   assert 'Traceback' not in result.stderr
   assert list(tmp_path.iterdir()) == [], 'a run that cannot start writes nothing'
 

@@ -1,13 +1,16 @@
-"""State representation and goal inverse dynamics of HIRO (issue #7).
+"""State representation and goal inverse dynamics of HIRO (original: agent.py).
 
-`StatePreprocess` is the learned state embedding of "Near-Optimal Representation Learning for Hierarchical RL"
-(Nachum et al. 2019; the `hiro_repr` setting); `InverseDynamics` samples goals for the off-policy correction. In the
-original these lived in agent.py.
+`StatePreprocess` maps observations to the space the goals live in. Under `hiro_orig` and `hiro_xy` it is not trained:
+the identity followed by the first `ndims` dimensions (s[:15] or s[:2]). The learned embedding of "Near-Optimal
+Representation Learning for Hierarchical RL" (Nachum et al. 2019; `hiro_repr`, `StatePreprocess.trainable = True`)
+is issue #7. `InverseDynamics` samples candidate goals for the off-policy correction (`uvf/off_policy_correction.py`).
 """
 
 import gin
+import numpy as np
 import tensorflow as tf
 
+from uvf import off_policy_correction
 from uvf.placeholders import not_built
 from uvf.placeholders import placeholder
 
@@ -41,20 +44,70 @@ def action_embed_net(actions,
 
 @gin.configurable()
 class StatePreprocess(object):
-  """State embedding used for goals, trained (if `trainable`) with the representation loss (issue #7)."""
+  """The state representation in goal space: s_repr = net(s)[..., :ndims].
+
+  Args:
+    trainable: False (hiro_orig, hiro_xy): `net` is the identity and nothing is trained. True (hiro_repr) is the
+      learned representation of issue #7 and raises NotImplementedError.
+    state_preprocess_net, action_embed_net: the networks of the trainable representation (issue #7); with
+      trainable=False, `state_preprocess_net` is applied as given (default the identity).
+    ndims: None (all dims) or the number of leading dims kept (gin: %SUBGOAL_DIM).
+
+  Raises:
+    NotImplementedError: if trainable (issue #7).
+  """
 
   def __init__(self, trainable=False,
                state_preprocess_net=lambda states: states,
                action_embed_net=lambda actions, *args, **kwargs: actions,
                ndims=None):
-    del trainable, state_preprocess_net, action_embed_net, ndims
-    raise NotImplementedError(not_built('the state representation StatePreprocess', _ISSUE))
+    if trainable:
+      raise NotImplementedError(
+          not_built('the trainable state representation (StatePreprocess.trainable = True, the hiro_repr setting; '
+                    'use hiro_orig or hiro_xy)', _ISSUE))
+    del action_embed_net
+    self.trainable = False
+    self._state_preprocess_net = state_preprocess_net
+    self._ndims = ndims
+
+  @property
+  def ndims(self):
+    return self._ndims
+
+  def __call__(self, states):
+    """states float32 [..., O] (one state or any batch) -> representations [..., ndims] (same units)."""
+    embedded = self._state_preprocess_net(states)
+    if self._ndims is not None:
+      embedded = embedded[..., :self._ndims]
+    return embedded
+
+  def get_trainable_vars(self):
+    """The representation's trainable variables: none when not trainable."""
+    return []
 
 
 @gin.configurable()
 class InverseDynamics(object):
-  """Samples candidate goals around next_state - state for the goal relabelling of `spec` (issue #7)."""
+  """Samples candidate goals around next_state - state for the goal relabelling, within the goal spec `spec`.
+
+  Args:
+    spec: the bounded spec of the goals (the meta agent's action spec, [G]).
+  """
 
   def __init__(self, spec):
-    del spec
-    raise NotImplementedError(not_built('the goal sampler InverseDynamics', _ISSUE))
+    self._spec = spec
+
+  def sample(self, states, next_states, num_samples, orig_goals, sc=0.5, rng=None):
+    """Candidate goals (see `off_policy_correction.candidate_goals`).
+
+    Args:
+      states, next_states: [B, D >= G] state representations at the start and end of the meta transitions.
+      num_samples: K; 1: one unclipped Gaussian sample [B, G]; K >= 3: [K, B, G] (K - 2 samples, loc, orig_goals),
+        clipped to the spec.
+      orig_goals: [B, G] stored goals.
+      sc: the Gaussian's standard deviation in units of the spec's half range.
+      rng: the `tf.random.Generator` to use (default the global one).
+    """
+    return off_policy_correction.candidate_goals(
+        states, next_states, orig_goals, np.asarray(self._spec.minimum), np.asarray(self._spec.maximum),
+        num_samples=num_samples, scale=sc, rng=rng)

@@ -1,19 +1,326 @@
-"""HIRO training: `train_uvf` (issue #5).
+"""HIRO training: `train_uvf` (original: efficient-hrl train.py and train_utils.py; hiro.md sections 3, 4, 5.3).
 
 Its parameters are the original's, in order, with the original defaults; the original's command-line flags
-`--goal_sample_strategy`, `--save_interval_secs` and `--save_summaries_secs` are three extra keyword parameters at
-the end (the launcher turns those flags into these bindings).
+`--goal_sample_strategy`, `--save_interval_secs` and `--save_summaries_secs` are three extra keyword parameters (the
+launcher turns those flags into these bindings), followed by the new ones (`distribution_strategy`, `seed`,
+`steps_per_call`, `jit_compile`, `skip_delayed_actor_step`).
+
+The loop (the original's `initialize_training_fn` and `TrainStep.train_step`):
+  1. targets <- online networks (hard copy); `initial_steps` (default initial_episodes x max_steps_per_episode)
+     collection steps with the untrained noisy policies (global_step counts them);
+  2. then per iteration: `num_collect_per_update` collection steps (uvf/collect.py), `num_updates_per_observation`
+     low-level TD3 updates (batch `batch_size`, the low reward recomputed from the stored (s, g, s') on
+     StatePreprocess'd states, discounts gamma x the context discounts), and one meta update when global_step // N
+     changed during the iteration (N = num_collect_per_meta_update; also on the first iteration of a run, as the
+     original's counter started at 0): a meta batch, its goals relabelled (`goal_sample_strategy`), reward = the
+     stored sum x reward_scale_factor, discounts meta_gamma x the meta context discounts;
+  3. stop when global_step >= num_episodes_train x max_steps_per_episode + 100.
+The collection and both updates of many iterations run in one `tf.function` (`steps_per_call` iterations per call,
+a `tf.while_loop`); the environment step is a `tf.numpy_function` inside it, the only Python work per step. Between
+calls, Python writes summaries (every `save_summaries_secs`), logs progress (every `log_every_n_steps`), saves the
+policy (every `save_policy_every_n_steps`) and the full state (every `save_interval_secs`, at the next episode end so
+that the environment's state is exact, and at the end).
+
+Files under `train_dir`: `model.ckpt-<step>` (full TF2 checkpoints: agents with targets and contexts, optimizers,
+counters, replay buffers, collection state, random generators, environment state; the 2 newest kept),
+`policy/model.ckpt-<step>` (TF2 checkpoint of a dict {original TF1 name: variable}, the variables of the original's
+policy checkpoint, hiro.md section 4.1), TensorBoard summaries (`events.out.tfevents.*`), `operative_config.gin`.
 """
 
-import gin
+import os
+import time
 
-from uvf.placeholders import placeholder
+from absl import logging
+import gin
+import numpy as np
+import tensorflow as tf
+
+from uvf import collect
+from uvf import off_policy_correction
+from uvf.agents import ddpg_agent
+from uvf.environments import create_maze_env
 
 LOAD_PATH = None  # The original's module constant: the default of `load_path`.
+DISTRIBUTION_STRATEGIES = ('default', 'one_device', 'mirrored')
+# The original stopped at num_episodes_train * max_steps_per_episode + 100 environment steps.
+EXTRA_STEPS = 100
+
+
+def make_strategy(name):
+  """The `tf.distribute` strategy for the updates: 'default' (no strategy), 'one_device' (the first GPU, else the
+  CPU) or 'mirrored' (all local GPUs, else the CPU)."""
+  if name == 'default':
+    return tf.distribute.get_strategy()
+  if name == 'one_device':
+    device = '/gpu:0' if tf.config.list_logical_devices('GPU') else '/cpu:0'
+    return tf.distribute.OneDeviceStrategy(device)
+  if name == 'mirrored':
+    return tf.distribute.MirroredStrategy()
+  raise ValueError(f'Unknown distribution_strategy {name!r}; valid: {", ".join(DISTRIBUTION_STRATEGIES)} '
+                   '(train_uvf.distribution_strategy).')
+
+
+def _create_optimizer_slots(optimizer, variables):
+  """Creates an optimizer's slots (and Adam's beta powers) now, without a step, so that the compiled update creates
+  no variables and a checkpoint restores into existing slots."""
+  with tf.init_scope():
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+      optimizer._create_slots(variables)  # pylint: disable=protected-access
+    elif hasattr(optimizer, 'build'):
+      optimizer.build(variables)
+
+
+def _first_local(strategy, value):
+  """A per-replica result as one tensor (the first replica's)."""
+  return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
+
+
+class HiroTrainer(tf.Module):
+  """Holds the agents, buffers, updates and counters of a run, and the compiled loop.
+
+  Built by `train_uvf` (see its arguments). `run_steps(n, last_step)` runs n iterations of the loop in one call;
+  `collect_steps(n)` n collection steps only (the initial collection).
+  """
+
+  def __init__(self, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
+               critic_optimizer, actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy,
+               batch_size, gamma, meta_gamma, reward_scale_factor, target_update_period, num_updates_per_observation,
+               num_collect_per_update, num_collect_per_meta_update, goal_sample_strategy, seed=None,
+               jit_compile=False, skip_delayed_actor_step=False):
+    super().__init__(name='hiro_trainer')
+    self.uvf_agent, self.meta_agent = uvf_agent, meta_agent
+    self.state_preprocess = state_preprocess
+    self.replay_buffer, self.meta_replay_buffer = replay_buffer, meta_replay_buffer
+    self.strategy = strategy
+    self._batch_size = int(batch_size)
+    self._gamma, self._meta_gamma = float(gamma), float(np.ravel(meta_gamma)[0])  # the original's 1-tuple
+    self._reward_scale_factor = float(reward_scale_factor)
+    self._num_updates_per_observation = int(num_updates_per_observation)
+    self._num_collect_per_update = int(num_collect_per_update)
+    self._meta_period = int(num_collect_per_meta_update)
+    self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
+    self.num_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_episodes')
+    self.num_resets = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_resets')
+    with strategy.scope():
+      self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_updates')
+      self.num_meta_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_meta_updates')
+      self.optimizers = {'critic': critic_optimizer, 'actor': actor_optimizer, 'meta_critic': meta_critic_optimizer,
+                         'meta_actor': meta_actor_optimizer}
+      _create_optimizer_slots(meta_critic_optimizer, meta_agent.get_trainable_critic_vars())
+      _create_optimizer_slots(meta_actor_optimizer, meta_agent.get_trainable_actor_vars())
+      _create_optimizer_slots(critic_optimizer, uvf_agent.get_trainable_critic_vars())
+      _create_optimizer_slots(actor_optimizer, uvf_agent.get_trainable_actor_vars())
+      self.low_update = ddpg_agent.Td3Update(
+          uvf_agent, critic_optimizer, actor_optimizer, target_update_period=target_update_period,
+          num_updates=self.num_updates, skip_delayed_actor_step=skip_delayed_actor_step, jit_compile=jit_compile,
+          name='nometa')
+      self.meta_update = ddpg_agent.Td3Update(
+          meta_agent, meta_critic_optimizer, meta_actor_optimizer, target_update_period=target_update_period,
+          num_updates=self.num_meta_updates, skip_delayed_actor_step=skip_delayed_actor_step,
+          jit_compile=jit_compile, name='meta')
+    self.collector = collect.Collector(py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer,
+                                       meta_replay_buffer, self.global_step, self.num_episodes, self.num_resets,
+                                       seed=None if seed is None else seed + 1)
+    goal_spec = meta_agent.action_spec
+    low_spec = uvf_agent.action_spec
+    self.relabeler = off_policy_correction.GoalRelabeler(
+        goal_sample_strategy, goal_spec.minimum, goal_spec.maximum, low_spec.minimum, low_spec.maximum,
+        state_repr_fn=state_preprocess, multi_transition_fn=uvf_agent.tf_context.context_multi_transition_fn,
+        seed=None if seed is None else seed + 2)
+    # MirroredStrategy cannot synchronise (apply gradients) inside a conditional or a nested tf.function: there the
+    # meta update is its own compiled call, made by the Python loop after the step that crosses a meta period.
+    self.inline_meta_update = not isinstance(strategy, tf.distribute.MirroredStrategy)
+    self._nested_updates = strategy is tf.distribute.get_strategy()
+    self.run_steps = tf.function(self._run_steps)
+    self.collect_steps = tf.function(self._collect_steps)
+    self.meta_step = tf.function(self._meta_level_update)
+
+  # Updates.
+
+  def _low_level_update(self):
+    """One low-level TD3 update on a fresh batch. Returns dict of float32 scalars."""
+    states, actions, rewards, _, next_states, goals, next_goals = self.replay_buffer.get_random_batch(
+        self._batch_size)
+    average_step_reward = tf.reduce_mean(rewards)
+    state_reprs, next_state_reprs = self.state_preprocess(states), self.state_preprocess(next_states)
+    context_rewards, context_discounts = self.uvf_agent.compute_rewards(
+        state_reprs, actions, rewards * self._reward_scale_factor, next_state_reprs, [goals])
+    discounts = self._discounts(self.uvf_agent, context_discounts, [goals], self._gamma)
+    args = (self.uvf_agent.merged_states(states, [goals]), actions, context_rewards, discounts,
+            self.uvf_agent.merged_states(next_states, [next_goals]))
+    losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.low_update), args=args))
+    return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
+            'average_step_reward': average_step_reward}
+
+  def _meta_level_update(self):
+    """One meta TD3 update on a fresh meta batch with relabelled goals. Returns dict of float32 scalars."""
+    (states, goals, rewards, _, next_states, low_states, low_actions, contexts,
+     next_contexts) = self.meta_replay_buffer.get_random_batch(self._batch_size)
+    average_step_reward = tf.reduce_mean(rewards)
+    rewards = rewards * self._reward_scale_factor
+    goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)
+    _, context_discounts = self.meta_agent.compute_rewards(states, goals, rewards, next_states, [contexts])
+    discounts = self._discounts(self.meta_agent, context_discounts, [contexts], self._meta_gamma)
+    args = (self.meta_agent.merged_states(states, [contexts]), goals, rewards, discounts,
+            self.meta_agent.merged_states(next_states, [next_contexts]))
+    losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.meta_update), args=args))
+    return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
+            'average_step_reward': average_step_reward}
+
+  def _update_fn(self, update):
+    """The Td3Update itself (a nested tf.function, XLA if asked) without a strategy; its body under one."""
+    return update if self._nested_updates else update.step_function.python_function
+
+  def _low_actor(self, states, goals):
+    """The deterministic low-level actor on [N, O] states and [N, G] goals (off-policy correction)."""
+    return self.uvf_agent.actions(states, [goals])
+
+  @staticmethod
+  def _discounts(agent, context_discounts, contexts, gamma):
+    if agent.gamma_index is not None:
+      return context_discounts * tf.cast(tf.reshape(contexts[agent.gamma_index], [-1]), context_discounts.dtype)
+    return context_discounts * gamma
+
+  # Compiled loops.
+
+  def _collect_steps(self, num_steps):
+    """num_steps (int64 scalar tensor) collection steps."""
+    for _ in tf.range(num_steps):
+      self.collector.step()
+
+  def _run_steps(self, num_steps, last_step):
+    """num_steps iterations of the training loop (module docstring, step 2).
+
+    Args:
+      num_steps: int64 scalar tensor, >= 1.
+      last_step: int64 scalar tensor, the global step of the previous iteration (0 at the start of a fresh run).
+
+    Returns:
+      dict of float32 scalars: the losses and average stored rewards of the last low-level and meta updates
+      ('nometa/...', 'meta/...'), and 'meta_updates' (int64, meta updates in this call). Without
+      `inline_meta_update` the meta update is left to the caller (`meta_step`).
+    """
+    zero = tf.zeros([])
+    metrics = {'nometa/critic_loss': zero, 'nometa/actor_loss': zero, 'nometa/average_step_reward': zero,
+               'meta/critic_loss': zero, 'meta/actor_loss': zero, 'meta/average_step_reward': zero}
+    meta_updates = tf.constant(0, tf.int64)
+    for _ in tf.range(num_steps):
+      for _ in range(self._num_collect_per_update - 1):
+        self.collector.step()
+      for _ in range(self._num_updates_per_observation - 1):
+        self._low_level_update()
+      self.collector.step()
+      low = {'nometa/' + k: v for k, v in self._low_level_update().items()}  # the buffer holds >= 1 element now
+      step = self.global_step.read_value()
+      meta = {k: v for k, v in metrics.items() if k.startswith('meta/')}
+      if self.inline_meta_update:
+        do_meta = tf.logical_and(self.meta_due(last_step, step), self.meta_replay_buffer.num_adds > 0)
+        meta = tf.cond(do_meta, lambda: {'meta/' + k: v for k, v in self._meta_level_update().items()},
+                       lambda: meta)
+        meta_updates += tf.cast(do_meta, tf.int64)
+      metrics = dict(low, **meta)
+      last_step = step
+    metrics['meta_updates'] = meta_updates
+    return metrics
+
+  def meta_due(self, last_step, step):
+    """True when global_step // num_collect_per_meta_update changed from `last_step` to `step` (TrainStep)."""
+    return tf.not_equal(step // self._meta_period, last_step // self._meta_period)
+
+  # Checkpoints.
+
+  def policy_variables_by_tf1_name(self):
+    """{original TF1 name: variable} of the original's policy checkpoint (hiro.md 4.1): both agents' actors and
+    critics (not the targets), the counters and the current contexts."""
+    names = {}
+    for agent in (self.uvf_agent, self.meta_agent):
+      for name, variable in agent.variables_by_tf1_name().items():
+        if '/target_' not in name:
+          names[name] = variable
+    names['global_step'] = self.global_step
+    names['num_episodes'] = self.num_episodes
+    names['num_resets'] = self.num_resets
+    for agent, scope in ((self.uvf_agent, 'uvf_agent'), (self.meta_agent, 'meta_agent')):
+      for i, variable in enumerate(agent.context_vars):
+        names[f'{scope}/action_context_{i}'] = variable
+    return names
+
+  def full_checkpoint(self):
+    """The `tf.train.Checkpoint` of everything a restart needs."""
+    return tf.train.Checkpoint(
+        uvf_agent=self.uvf_agent, meta_agent=self.meta_agent, replay_buffer=self.replay_buffer,
+        meta_replay_buffer=self.meta_replay_buffer, collector=self.collector, relabeler=self.relabeler,
+        low_update=self.low_update, meta_update=self.meta_update, global_step=self.global_step,
+        num_episodes=self.num_episodes, num_resets=self.num_resets, num_updates=self.num_updates,
+        num_meta_updates=self.num_meta_updates, **self.optimizers)
+
+
+def _reseed(trainer, seed):
+  """Seeds the generators created by gin without a seed (replay sampling, context samplers, agents' noise)."""
+  generators = [trainer.replay_buffer.rng, trainer.meta_replay_buffer.rng, trainer.uvf_agent.rng,
+                trainer.meta_agent.rng]
+  for agent in (trainer.uvf_agent, trainer.meta_agent):
+    contexts = [agent.tf_context] + ([agent.sub_context] if hasattr(agent, 'sub_context') else [])
+    for context in contexts:
+      for mode in context.modes:
+        for sampler in context._samplers[mode]:  # pylint: disable=protected-access
+          if isinstance(getattr(sampler, '_rng', None), tf.random.Generator):
+            generators.append(sampler._rng)  # pylint: disable=protected-access
+  for i, generator in enumerate(generators):
+    generator.reset_from_seed(seed * 1000 + 10 + i)
+
+
+def _restore_low_level(trainer, load_path):
+  """The original's `load_path`: the low-level actor and critics from a checkpoint holding their TF1 names (an
+  original TF1 checkpoint, or a policy checkpoint of this port)."""
+  reader = tf.train.load_checkpoint(load_path)
+  keys = set(reader.get_variable_to_shape_map())
+  restored = 0
+  for name, variable in trainer.uvf_agent.variables_by_tf1_name().items():
+    if '/target_' in name:
+      continue
+    escaped = 'variables/' + name.replace('.', '..').replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE'
+    for key in (name, escaped):
+      if key in keys:
+        variable.assign(reader.get_tensor(key))
+        restored += 1
+        break
+  if not restored:
+    raise ValueError(f'load_path {load_path} holds none of the low-level variables (e.g. '
+                     'uvf_agent/actor_net/states/states_1/weights).')
+  logging.info('Restored %d low-level variables from %s', restored, load_path)
+
+
+def _check_arguments(**kwargs):
+  """ValueErrors / NotImplementedErrors for settings this port does not support (none is used by HIRO's configs)."""
+  a = kwargs
+  for name in ('environment', 'agent_class', 'meta_agent_class', 'state_preprocess_class', 'inverse_dynamics_class',
+               'replay_buffer', 'meta_replay_buffer', 'critic_optimizer', 'actor_optimizer', 'meta_critic_optimizer',
+               'meta_actor_optimizer'):
+    if a[name] is None:
+      raise ValueError(f'train_uvf needs {name} (bound by configs/uvf/configs/train_uvf.gin; include it).')
+  if a['exp_action_wrapper'] is not None:
+    raise NotImplementedError('train_uvf.exp_action_wrapper is not ported (HIRO does not use it).')
+  if a['relabel_contexts'] or a['meta_relabel_contexts']:
+    raise NotImplementedError('train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) '
+                              'are not ported; HIRO trains on the stored ones (False).')
+  if a['repeat_size']:
+    raise NotImplementedError('train_uvf.repeat_size > 0 is not ported (HIRO: 0).')
+  if a['clip_gradient_norm']:
+    raise NotImplementedError('train_uvf.clip_gradient_norm > 0 is not ported (HIRO: 0).')
+  for name in ('num_updates_per_observation', 'num_collect_per_update', 'num_collect_per_meta_update', 'batch_size',
+               'steps_per_call'):
+    if not isinstance(a[name], (int, np.integer)) or a[name] < 1:
+      raise ValueError(f'train_uvf.{name} must be a positive int, got {a[name]!r}.')
+  if a['goal_sample_strategy'] not in off_policy_correction.GOAL_SAMPLE_STRATEGIES:
+    raise ValueError(f'Unknown goal_sample_strategy {a["goal_sample_strategy"]!r}; valid: '
+                     f'{", ".join(off_policy_correction.GOAL_SAMPLE_STRATEGIES)} (--goal_sample_strategy).')
+  if a['distribution_strategy'] not in DISTRIBUTION_STRATEGIES:
+    raise ValueError(f'Unknown distribution_strategy {a["distribution_strategy"]!r}; valid: '
+                     f'{", ".join(DISTRIBUTION_STRATEGIES)} (train_uvf.distribution_strategy).')
 
 
 @gin.configurable
-@placeholder('HIRO training', 5)
 def train_uvf(train_dir,
               environment=None,
               num_bin_actions=3,
@@ -65,5 +372,280 @@ def train_uvf(train_dir,
               load_path=LOAD_PATH,
               goal_sample_strategy='sample',
               save_interval_secs=300,
-              save_summaries_secs=30):
-  """Trains the meta and low-level agents of HIRO, writing checkpoints and summaries to `train_dir` (issue #5)."""
+              save_summaries_secs=30,
+              distribution_strategy='default',
+              seed=None,
+              steps_per_call=100,
+              jit_compile=False,
+              skip_delayed_actor_step=False):
+  """Trains the meta and low-level agents of HIRO, writing checkpoints and summaries to `train_dir`.
+
+  A run directory holding a full checkpoint resumes from it (counters, networks, optimizers, replay buffers,
+  contexts, collection state, random generators and the environment's state).
+
+  Args (the original's, as bound by configs/uvf/configs/train_uvf.gin; see hiro.md 5.3):
+    train_dir: the run directory.
+    environment: the maze `PyEnvironment` (gin: @create_maze_env()).
+    agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class: UvfAgent, MetaAgent,
+      StatePreprocess (StatePreprocess.trainable = True, hiro_repr, is issue #7), InverseDynamics.
+    replay_buffer, meta_replay_buffer: `CircularBuffer`s (200000 each).
+    critic_optimizer, actor_optimizer, meta_critic_optimizer, meta_actor_optimizer: the four Adam optimizers.
+    repr_optimizer: the representation's optimizer (issue #7; unused here).
+    batch_size: B of both levels' updates (100).
+    num_episodes_train: the run stops at num_episodes_train x max_steps_per_episode + 100 environment steps.
+    initial_episodes / initial_steps: collection before the first update (5 x 500 steps).
+    num_updates_per_observation, num_collect_per_update, num_collect_per_meta_update: the schedule (1, 1, 10).
+    gamma, meta_gamma: discounts (0.99, 0.99), multiplied by the context discounts.
+    reward_scale_factor: scales the stored rewards (only the meta level trains on stored rewards).
+    target_update_period: delayed actor and target update period (2).
+    should_stop_early: None or a callable returning True to stop (checked between compiled calls).
+    summarize_gradients, prefetch_queue_capacity, num_bin_actions, replay_context_ratio, next_state_as_context_ratio,
+      state_index, zero_timer_ratio, timer_index, debug: accepted and ignored (unused by the original too, or
+      without effect here).
+    debug_summaries: passed to the agents (the original crashed with True).
+    log_every_n_steps: progress line period, in environment steps.
+    policy_save_dir, save_policy_every_n_steps, save_policy_interval_secs, max_policies_to_save: policy
+      checkpoints `<train_dir>/<policy_save_dir>/model.ckpt-<step>`; sleep after each save; None keeps all.
+    max_steps_per_episode: the episode length (500; required).
+    load_path: a checkpoint to restore the low-level actor and critics from before the initial collection.
+    goal_sample_strategy: 'sample' (original), 'FuN' or 'None' (the original's --goal_sample_strategy flag).
+    save_interval_secs: seconds between full checkpoints (the original's flag; 300).
+    save_summaries_secs: seconds between summaries (the original's flag; 30).
+  New args:
+    distribution_strategy: 'default', 'one_device' or 'mirrored': the `tf.distribute` strategy of the updates.
+    seed: None (non-deterministic) or an int seeding networks, noise, sampling and the environment.
+    steps_per_call: loop iterations per compiled call (speed only; results do not depend on it).
+    jit_compile: compile each level's TD3 update with XLA.
+    skip_delayed_actor_step: `Td3Update.skip_delayed_actor_step` (False: the original's Adam step on the delayed
+      actor updates).
+
+  Returns:
+    The final global step (int).
+  """
+  del num_bin_actions, repr_optimizer, prefetch_queue_capacity, replay_context_ratio, next_state_as_context_ratio
+  del state_index, zero_timer_ratio, timer_index, debug, summarize_gradients
+  _check_arguments(**{k: v for k, v in locals().items() if k != 'train_dir'})
+  if replay_num_steps != 1 or meta_replay_num_steps != 1:
+    raise NotImplementedError('train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO samples single '
+                              'transitions).')
+  if not max_steps_per_episode:
+    raise ValueError('train_uvf.max_steps_per_episode must be set (HIRO: 500, bound by the environment configs).')
+  if initial_steps is None:
+    initial_steps = initial_episodes * max_steps_per_episode
+  if agent_class.ACTION_TYPE != 'continuous' or meta_agent_class.ACTION_TYPE != 'continuous':
+    raise ValueError('HIRO trains continuous-action agents only.')
+
+  tf.io.gfile.makedirs(train_dir)
+  if seed is not None:
+    tf.random.set_seed(seed)
+    environment.seed(seed)
+    environment.reset()
+  strategy = make_strategy(distribution_strategy)
+  tf_env = create_maze_env.TFPyEnvironment(environment)
+  observation_spec, action_spec = [tf_env.observation_spec()], [tf_env.action_spec()]
+  with strategy.scope():
+    with tf.name_scope('meta_agent'):
+      meta_agent = meta_agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
+    with tf.name_scope('uvf_agent'):
+      uvf_agent = agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
+      uvf_agent.set_meta_agent(agent=meta_agent)
+  with tf.name_scope('state_preprocess'):
+    state_preprocess = state_preprocess_class()
+  with tf.name_scope('inverse_dynamics'):
+    inverse_dynamics_class(meta_agent.sub_context_as_action_specs[0])  # built as the original; unused (relabeler)
+
+  trainer = HiroTrainer(
+      environment, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer, critic_optimizer,
+      actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy, batch_size, gamma, meta_gamma,
+      reward_scale_factor, target_update_period, num_updates_per_observation, num_collect_per_update,
+      num_collect_per_meta_update, goal_sample_strategy, seed=seed, jit_compile=jit_compile,
+      skip_delayed_actor_step=skip_delayed_actor_step)
+  if seed is not None:
+    _reseed(trainer, seed)
+  loop = TrainingLoop(
+      trainer, train_dir, max_number_of_steps=num_episodes_train * max_steps_per_episode + EXTRA_STEPS,
+      initial_steps=initial_steps, max_steps_per_episode=max_steps_per_episode, log_every_n_steps=log_every_n_steps,
+      policy_save_dir=policy_save_dir, save_policy_every_n_steps=save_policy_every_n_steps,
+      save_policy_interval_secs=save_policy_interval_secs, max_policies_to_save=max_policies_to_save,
+      save_interval_secs=save_interval_secs, save_summaries_secs=save_summaries_secs, steps_per_call=steps_per_call,
+      should_stop_early=should_stop_early, load_path=load_path)
+  return loop.run()
+
+
+class TrainingLoop(object):
+  """The Python side of training: restore or initialise, call the compiled loop, summaries, logs, checkpoints."""
+
+  def __init__(self, trainer, train_dir, max_number_of_steps, initial_steps, max_steps_per_episode,
+               log_every_n_steps, policy_save_dir, save_policy_every_n_steps, save_policy_interval_secs,
+               max_policies_to_save, save_interval_secs, save_summaries_secs, steps_per_call, should_stop_early=None,
+               load_path=None):
+    self.trainer = trainer
+    self.train_dir = train_dir
+    self.max_number_of_steps = int(max_number_of_steps)
+    self.initial_steps = int(initial_steps)
+    self.max_steps_per_episode = int(max_steps_per_episode)
+    self.log_every_n_steps = int(log_every_n_steps or 0)
+    self.save_policy_every_n_steps = int(save_policy_every_n_steps or 0)
+    self.save_policy_interval_secs = save_policy_interval_secs
+    self.save_interval_secs = save_interval_secs
+    self.save_summaries_secs = save_summaries_secs
+    self.steps_per_call = int(steps_per_call)
+    self.should_stop_early = should_stop_early
+    self.load_path = load_path
+    self.checkpoint = trainer.full_checkpoint()
+    self.manager = tf.train.CheckpointManager(self.checkpoint, train_dir, max_to_keep=2,
+                                              checkpoint_name='model.ckpt')
+    self.policy_checkpoint = tf.train.Checkpoint(variables=trainer.policy_variables_by_tf1_name())
+    self.policy_manager = tf.train.CheckpointManager(
+        self.policy_checkpoint, os.path.join(train_dir, policy_save_dir), max_to_keep=max_policies_to_save,
+        checkpoint_name='model.ckpt')
+    self.writer = tf.summary.create_file_writer(train_dir)
+    self.timings = {'initial_collect': 0.0, 'train': 0.0}
+
+  # Checkpoints.
+
+  def restore_or_initialize(self):
+    """Restores the newest full checkpoint (True), or initialises a fresh run (False): targets <- online networks,
+    then the low level from `load_path` if given."""
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      if not self.trainer.collector.restore_env_state():
+        raise ValueError(f'{latest} holds no environment state.')
+      logging.info('Resumed from %s at global step %d', latest, int(self.trainer.global_step.numpy()))
+      return True
+    self.trainer.uvf_agent.copy_to_targets()
+    self.trainer.meta_agent.copy_to_targets()
+    if self.load_path:
+      _restore_low_level(self.trainer, self.load_path)
+    return False
+
+  def save(self):
+    """Writes a full checkpoint `model.ckpt-<global step>`."""
+    self.trainer.collector.save_env_state()
+    step = int(self.trainer.global_step.numpy())
+    path = self.manager.save(checkpoint_number=step)
+    logging.info('Saved the full checkpoint %s', path)
+    return path
+
+  def save_policy(self):
+    path = self.policy_manager.save(checkpoint_number=int(self.trainer.global_step.numpy()))
+    logging.info('Saved the policy checkpoint %s', path)
+    if self.save_policy_interval_secs > 0:
+      logging.info('Wait %d secs after save policy.', self.save_policy_interval_secs)
+      time.sleep(self.save_policy_interval_secs)
+    return path
+
+  # Summaries and progress.
+
+  def write_summaries(self, metrics, steps_per_sec):
+    t = self.trainer
+    step = int(t.global_step.numpy())
+    episodes = t.collector.episode_summaries()
+    with self.writer.as_default(step=step):
+      for name, counter in (('environment_steps', t.global_step), ('num_episodes', t.num_episodes),
+                            ('num_resets', t.num_resets), ('num_updates', t.num_updates),
+                            ('num_meta_updates', t.num_meta_updates), ('replay_buffer_adds', t.replay_buffer.num_adds),
+                            ('meta_replay_buffer_adds', t.meta_replay_buffer.num_adds)):
+        tf.summary.scalar('Counters/' + name, counter)
+      tf.summary.scalar('avg_episode_rewards', episodes['avg_episode_rewards'])
+      tf.summary.scalar('avg_episode_meta_rewards', episodes['avg_episode_meta_rewards'])
+      tf.summary.histogram('episode_rewards', episodes['episode_rewards'])
+      tf.summary.histogram('episode_meta_rewards', episodes['episode_meta_rewards'])
+      for name in ('nometa', 'meta'):
+        tf.summary.scalar(f'{name}/Reward/average_step_reward', metrics[f'{name}/average_step_reward'])
+        tf.summary.scalar(f'{name}/critic_loss', metrics[f'{name}/critic_loss'])
+        tf.summary.scalar(f'{name}/actor_loss', metrics[f'{name}/actor_loss'])
+      finished = int(min(t.num_episodes.numpy(), collect.EPISODE_HISTORY))
+      if finished:
+        tf.summary.scalar('avg_episode_final_distance',
+                          tf.reduce_mean(t.collector.episode_final_distances[:finished]))
+      if steps_per_sec is not None:
+        tf.summary.scalar('global_step/sec', steps_per_sec)
+    self.writer.flush()
+
+  # The loop.
+
+  def _next_stop(self, step, checkpoint_pending, last_step):
+    """The global step at which the current compiled call should end."""
+    stop = min(self.max_number_of_steps, step + self.steps_per_call)
+    for period in (self.log_every_n_steps, self.save_policy_every_n_steps):
+      if period:
+        stop = min(stop, (step // period + 1) * period)
+    if checkpoint_pending:
+      stop = min(stop, (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
+    if not self.trainer.inline_meta_update:
+      period = self.trainer._meta_period  # pylint: disable=protected-access
+      stop = min(stop, (step // period + 1) * period)
+      if last_step // period != (step + 1) // period:  # the first iteration of a fresh run: its own call
+        stop = step + 1
+    return max(stop, step + 1)
+
+  def run(self):
+    """Trains until the step budget (or `should_stop_early`); returns the final global step."""
+    t = self.trainer
+    resumed = self.restore_or_initialize()
+    gin_path = os.path.join(self.train_dir, 'operative_config.gin')
+    with tf.io.gfile.GFile(gin_path, 'w') as f:
+      f.write(gin.operative_config_str())
+    start = time.time()
+    if not resumed:
+      if int(t.global_step.numpy()) != 0:
+        raise ValueError('Global step should be zero at the start of a fresh run.')
+      if self.initial_steps:
+        t.collect_steps(tf.constant(self.initial_steps, tf.int64))
+      logging.info('Collected %d initial steps in %.1f s', self.initial_steps, time.time() - start)
+    self.timings['initial_collect'] = time.time() - start
+    step = int(t.global_step.numpy())
+    # The original's TrainStep remembered the previous global step from 0, so a fresh run's first iteration also
+    # runs a meta update. A resumed run continues as the uninterrupted run would.
+    last_step = step if resumed else 0
+    metrics = None
+    train_start = last_log_time = last_summary_time = last_save_time = time.time()
+    last_log_step = last_summary_step = step
+    first_step = step
+    checkpoint_pending = False
+    while step < self.max_number_of_steps:
+      target = self._next_stop(step, checkpoint_pending, last_step)
+      metrics = t.run_steps(tf.constant(target - step, tf.int64), tf.constant(last_step, tf.int64))
+      previous, step = step, int(t.global_step.numpy())
+      if not t.inline_meta_update and int(t.meta_replay_buffer.num_adds.numpy()) > 0 and bool(
+          t.meta_due(tf.constant(last_step if target - previous == 1 else step - 1, tf.int64),
+                     tf.constant(step, tf.int64))):
+        metrics = dict(metrics, **{'meta/' + k: v for k, v in t.meta_step().items()})
+      last_step = step
+      now = time.time()
+      if (self.save_policy_every_n_steps and
+          step // self.save_policy_every_n_steps != previous // self.save_policy_every_n_steps):
+        self.save_policy()
+      if self.log_every_n_steps and step // self.log_every_n_steps != previous // self.log_every_n_steps:
+        rate = (step - last_log_step) / max(now - last_log_time, 1e-9)
+        remaining = self.max_number_of_steps - step
+        loss = float(metrics['nometa/critic_loss'] + metrics['nometa/actor_loss'])
+        print(f'global step {step} / {self.max_number_of_steps}: loss = {loss:.4f} ({1.0 / max(rate, 1e-9):.4f} '
+              f'sec/step) ({rate:.0f} steps/sec), ETA {_format_eta(remaining / max(rate, 1e-9))}', flush=True)
+        last_log_time, last_log_step = now, step
+      if now - last_summary_time >= self.save_summaries_secs:
+        self.write_summaries(metrics, (step - last_summary_step) / max(now - last_summary_time, 1e-9))
+        last_summary_time, last_summary_step = now, step
+      if now - last_save_time >= self.save_interval_secs:
+        checkpoint_pending = True
+      if checkpoint_pending and t.collector.stepper.just_reset:
+        self.save()
+        last_save_time, checkpoint_pending = time.time(), False
+      if self.should_stop_early and self.should_stop_early():
+        logging.info('should_stop_early: stopping at global step %d', step)
+        break
+    self.timings['train'] = time.time() - train_start
+    if metrics is not None:
+      self.write_summaries(metrics, (step - first_step) / max(self.timings['train'], 1e-9))
+    self.save()
+    logging.info('Training finished at global step %d (%.1f s of training)', step, self.timings['train'])
+    return step
+
+
+def _format_eta(seconds):
+  seconds = int(max(seconds, 0))
+  hours, rest = divmod(seconds, 3600)
+  minutes, seconds = divmod(rest, 60)
+  return f'{hours}h{minutes:02d}m{seconds:02d}s'

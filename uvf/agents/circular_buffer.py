@@ -52,6 +52,22 @@ class CircularBuffer(tf.Module):
     if specs is not None:
       self._create_variables(self._as_ordered_dict(specs))
 
+  def create_storage(self, specs):
+    """Creates the storage variables from `specs` (list/tuple/dict of specs of one element) if they do not exist yet,
+    so that a `tf.function` can add to the buffer from its first trace; a no-op if they exist with this layout.
+
+    Raises:
+      ValueError: if the storage exists with another layout.
+    """
+    specs = self._as_ordered_dict(specs)
+    if not self._tensors:
+      self._create_variables(specs)
+      return
+    layout = [(k, tf.TensorShape(s.shape).as_list(), tf.as_dtype(s.dtype)) for k, s in specs.items()]
+    existing = [(k, v.shape.as_list()[1:], v.dtype) for k, v in self._tensors.items()]
+    if layout != existing:
+      raise ValueError(f'The buffer already holds elements {existing}, not {layout}.')
+
   @property
   def buffer_size(self):
     return self._buffer_size

@@ -12,6 +12,8 @@ actuators' bounds). `TFPyEnvironment` below is the TF wrapper HIRO's training lo
 
 import gin
 import tensorflow as tf
+from tf_agents.environments import batched_py_environment
+from tf_agents.environments import py_environment
 from tf_agents.environments import tf_py_environment
 
 from uvf.environments import ant_maze_env
@@ -71,6 +73,13 @@ def create_maze_env(env_name=None, top_down_view=False):
 
 class TFPyEnvironment(tf_py_environment.TFPyEnvironment):
   """The TF wrapper of a maze environment with the interface HIRO's training loop uses (batch size 1)."""
+
+  def __init__(self, environment, *args, **kwargs):
+    # tf-agents batches a single environment with a one-thread pool, which only adds a thread hop per step and a
+    # `Pool.__del__` error at interpreter exit; batch it here without one.
+    if isinstance(environment, py_environment.PyEnvironment) and not environment.batched:
+      environment = batched_py_environment.BatchedPyEnvironment([environment], multithreading=False)
+    super().__init__(environment, *args, **kwargs)
 
   def start_collect(self):
     """Does nothing (kept from the original's interface)."""

@@ -1,0 +1,133 @@
+r"""HIRO training speed on CPU: environment steps per second of the full loop, and where the time goes.
+
+  python benchmarks/hiro_train_speed.py [--config configs/ant_maze.gin] [--steps 2000] [--gin_param 'X = Y' ...]
+
+Builds `train_uvf` from the gin configuration exactly as run_train.py does (hiro_orig AntMaze by default: batch 100
+at both levels, 200,000-row buffers, one low-level update per step, a meta update with the 10-candidate off-policy
+correction every 10 steps), collects the initial 2500 steps, then times, one after another:
+
+  physics    the environment's `step` alone (Python loop, the same noisy-action magnitudes);
+  collect    compiled collection steps (actor, noise, environment via tf.numpy_function, contexts, buffer writes);
+  low        compiled low-level TD3 updates alone (sampling, reward recomputation, update);
+  meta       compiled meta updates alone (sampling, off-policy correction, update);
+  full loop  the training loop as train_uvf runs it (collect + low update every step + meta update every 10).
+
+Compare the full loop with the original's 70-76 steps/s on the same 2-core machine (shared/reference/anchors.md).
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+import launcher  # pylint: disable=g-import-not-at-top,wrong-import-position
+import uvf.configurables  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+from uvf import train  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def build_loop(config, bindings, train_dir):
+  """The `TrainingLoop` train_uvf would run (its `run` is intercepted), restored or initialised."""
+  launcher.parse_gin([Path(config).resolve()], bindings)
+  captured = {}
+  original_run = train.TrainingLoop.run
+  train.TrainingLoop.run = lambda self: captured.setdefault('loop', self)
+  try:
+    train.train_uvf(train_dir)
+  finally:
+    train.TrainingLoop.run = original_run
+  loop = captured['loop']
+  loop.restore_or_initialize()
+  return loop
+
+
+def timed(fn, steps):
+  start = time.perf_counter()
+  fn()
+  return steps / (time.perf_counter() - start)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--config', default='configs/ant_maze.gin')
+  parser.add_argument('--steps', type=int, default=2000, help='environment steps per timed phase')
+  parser.add_argument('--gin_param', action='append', default=[])
+  args = parser.parse_args()
+  steps = args.steps
+  with tempfile.TemporaryDirectory() as train_dir:
+    loop = build_loop(args.config, ['train_uvf.seed = 0'] + args.gin_param, train_dir)
+    t = loop.trainer
+    start = time.perf_counter()
+    t.collect_steps(tf.constant(loop.initial_steps, tf.int64))
+    print(f'initial collection: {loop.initial_steps} steps in {time.perf_counter() - start:.1f} s '
+          '(includes tracing)')
+
+    env = t.collector.stepper.env
+    saved = t.collector.stepper.get_state()
+    rng = np.random.default_rng(0)
+    actions = np.clip(rng.normal(0, 1, (steps, t.collector.action_dim)), -30, 30).astype(np.float32)
+
+    def physics():
+      for i in range(steps):
+        env.step(actions[i])
+
+    physics_rate = timed(physics, steps)
+    t.collector.stepper.set_state(saved)
+
+    collect_rate = timed(lambda: t.collect_steps(tf.constant(steps, tf.int64)), steps)
+
+    @tf.function
+    def low_updates(n):
+      for _ in tf.range(n):
+        t._low_level_update()  # pylint: disable=protected-access
+
+    @tf.function
+    def meta_updates(n):
+      for _ in tf.range(n):
+        t._meta_level_update()  # pylint: disable=protected-access
+
+    low_updates(tf.constant(2, tf.int64))
+    meta_updates(tf.constant(2, tf.int64))
+    low_rate = timed(lambda: low_updates(tf.constant(steps, tf.int64)), steps)
+    meta_count = max(steps // 10, 10)
+    meta_rate = timed(lambda: meta_updates(tf.constant(meta_count, tf.int64)), meta_count)
+
+    step = int(t.global_step.numpy())
+    t.run_steps(tf.constant(10, tf.int64), tf.constant(step, tf.int64))  # trace
+    rates = []
+    for _ in range(3):
+      step = int(t.global_step.numpy())
+      chunk = loop.steps_per_call
+      calls = max(steps // chunk // 3, 1)
+
+      def full(calls=calls, chunk=chunk):
+        for _ in range(calls):
+          t.run_steps(tf.constant(chunk, tf.int64), tf.constant(int(t.global_step.numpy()), tf.int64))
+
+      rates.append(timed(full, calls * chunk))
+    full_rate = float(np.median(rates))
+
+  ms = lambda rate: 1000.0 / rate  # pylint: disable=unnecessary-lambda-assignment
+  collect_ms = ms(collect_rate)
+  print(f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; bindings {args.gin_param}')
+  print(f'{"phase":<34}{"per second":>12}{"ms each":>10}{"ms per env step":>18}')
+  print(f'{"physics (env.step)":<34}{physics_rate:>12.0f}{ms(physics_rate):>10.3f}{ms(physics_rate):>18.3f}')
+  print(f'{"collection step (incl. physics)":<34}{collect_rate:>12.0f}{collect_ms:>10.3f}{collect_ms:>18.3f}')
+  print(f'{"low-level update":<34}{low_rate:>12.0f}{ms(low_rate):>10.3f}{ms(low_rate):>18.3f}')
+  print(f'{"meta update (with correction)":<34}{meta_rate:>12.1f}{ms(meta_rate):>10.3f}{ms(meta_rate) / 10:>18.3f}')
+  predicted = collect_ms + ms(low_rate) + ms(meta_rate) / 10
+  print(f'{"sum of the parts":<34}{1000 / predicted:>12.0f}{"":>10}{predicted:>18.3f}')
+  print(f'{"full training loop":<34}{full_rate:>12.0f}{"":>10}{ms(full_rate):>18.3f}   (runs: '
+        + ', '.join(f'{r:.0f}' for r in rates) + ')')
+  print('original (anchors.md, same kind of machine, agent cost alone): 70-76 env steps/s')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,145 @@
+"""uvf.train: short end-to-end runs of train_uvf on the real AntMaze configuration (50-step episodes, batch 16):
+counters and schedule, summaries and checkpoints, one trace per run, exact restarts, the reward recomputed at train
+time, distribution strategies, and run_train.py end to end."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.uvf import hiro_fixtures
+from uvf import train
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _state(loop):
+  """Counters, replay contents and weights of a run, as NumPy."""
+  t = loop.trainer
+  counters = [int(v.numpy()) for v in (t.global_step, t.num_episodes, t.num_resets, t.num_updates,
+                                       t.num_meta_updates, t.replay_buffer.num_adds, t.meta_replay_buffer.num_adds)]
+  replay = [v.numpy() for buffer in (t.replay_buffer, t.meta_replay_buffer)
+            for v in buffer.variables_by_tf1_name().values()]
+  weights = [v.numpy() for agent in (t.uvf_agent, t.meta_agent) for v in agent.variables_by_tf1_name().values()]
+  return counters, replay, weights
+
+
+@pytest.fixture(scope='module', name='run_a')
+def _run_a(tmp_path_factory):
+  """200 steps: 50 initial, then 150 iterations (4 episodes)."""
+  train_dir = tmp_path_factory.mktemp('run_a')
+  loop = hiro_fixtures.run_training(train_dir, hiro_fixtures.small_bindings(episodes=2))
+  return train_dir, loop, _state(loop)
+
+
+def test_counters_schedule_and_trace_counts(run_a):
+  _, loop, (counters, _, _) = run_a
+  # global_step, num_episodes, num_resets, num_updates (one per iteration), num_meta_updates (the first iteration,
+  # then every 10 steps: 51, 60, ..., 200), replay adds (every step; meta: 3 per 50-step episode... see below).
+  assert counters[:5] == [200, 4, 4, 150, 16]
+  assert counters[5] == 200
+  assert counters[6] == 4 * 5  # per episode: at steps 11, 21, 31, 41 and the episode end
+  t = loop.trainer
+  assert t.run_steps.experimental_get_tracing_count() == 1
+  assert t.collect_steps.experimental_get_tracing_count() == 1
+
+
+def test_summaries_and_checkpoints(run_a):
+  train_dir, loop, _ = run_a
+  tags = set()
+  for path in tf.io.gfile.glob(os.path.join(train_dir, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      tags.update(value.tag for value in event.summary.value)
+  for tag in ('Counters/environment_steps', 'Counters/num_meta_updates', 'Counters/replay_buffer_adds',
+              'avg_episode_rewards', 'avg_episode_meta_rewards', 'episode_rewards', 'nometa/Reward/average_step_reward',
+              'meta/Reward/average_step_reward', 'global_step/sec', 'avg_episode_final_distance'):
+    assert tag in tags, tag
+  assert tf.train.latest_checkpoint(str(train_dir)).endswith('model.ckpt-200')
+  policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
+  assert policy.endswith('model.ckpt-200') and os.path.exists(os.path.join(train_dir, 'policy', 'model.ckpt-100.index'))
+  keys = set(tf.train.load_checkpoint(policy).get_variable_to_shape_map())
+  names = loop.trainer.policy_variables_by_tf1_name()
+  assert 'uvf_agent/actor_net/states/states_1/weights' in names and 'meta_agent/action_context_0' in names
+  assert not any('target_' in name for name in names)
+  for name in names:
+    assert 'variables/' + name.replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE' in keys, name
+  assert os.path.exists(os.path.join(train_dir, 'operative_config.gin'))
+
+
+def test_low_level_reward_recomputed_at_train_time(run_a):
+  _, loop, _ = run_a
+  t = loop.trainer
+  captured = {}
+  original = t.low_update
+
+  def record(states, actions, rewards, discounts, next_states):
+    captured.update(states=states.numpy(), rewards=rewards.numpy(), discounts=discounts.numpy(),
+                    next_states=next_states.numpy())
+    return {'critic_loss': tf.zeros([]), 'actor_loss': tf.zeros([])}
+
+  t.low_update = record
+  try:
+    t._low_level_update()  # pylint: disable=protected-access
+  finally:
+    t.low_update = original
+  s, g = captured['states'][:, :30], captured['states'][:, 30:]
+  s2 = captured['next_states'][:, :30]
+  expected = -np.sqrt(np.sum((s[:, :15] + g - s2[:, :15]).astype(np.float64) ** 2, 1) + 1e-10)
+  np.testing.assert_allclose(captured['rewards'], expected, rtol=1e-5)
+  np.testing.assert_allclose(captured['discounts'], 0.99, rtol=1e-6)
+
+
+def test_restart_resumes_exactly(run_a, tmp_path):
+  train_dir, _, state_a = run_a
+  # Restoring gives back the counters, the replay contents and the weights.
+  original_run = train.TrainingLoop.run
+  train.TrainingLoop.run = lambda self: self.restore_or_initialize()
+  try:
+    restored = hiro_fixtures.run_training(train_dir, hiro_fixtures.small_bindings(episodes=2))
+  finally:
+    train.TrainingLoop.run = original_run
+  state_r = _state(restored)
+  assert state_r[0] == state_a[0]
+  for x, y in zip(state_r[1] + state_r[2], state_a[1] + state_a[2]):
+    np.testing.assert_array_equal(x, y)
+  # Continuing to 300 steps gives what an uninterrupted 300-step run gives.
+  continued = _state(hiro_fixtures.run_training(train_dir, hiro_fixtures.small_bindings(episodes=4)))
+  fresh = _state(hiro_fixtures.run_training(tmp_path, hiro_fixtures.small_bindings(episodes=4)))
+  assert continued[0] == fresh[0] == [300, 6, 6, 250, 26, 300, 30]
+  for x, y in zip(continued[1] + continued[2], fresh[1] + fresh[2]):
+    np.testing.assert_array_equal(x, y)
+
+
+def test_mirrored_strategy_matches_default(tmp_path):
+  # Without target smoothing noise: a generator used under a strategy draws a per-replica stream
+  # (docs/hiro_training.md).
+  no_noise = ['UvfAgent.target_policy_noise = 0.0', 'MetaAgent.target_policy_noise = 0.0']
+  runs = {}
+  for name in ('default', 'mirrored'):
+    strategy = [f"train_uvf.distribution_strategy = '{name}'"]
+    bindings = hiro_fixtures.small_bindings(episodes=1, extra=no_noise + strategy)
+    runs[name] = _state(hiro_fixtures.run_training(tmp_path / name, bindings))
+  assert runs['default'][0] == runs['mirrored'][0]
+  for x, y in zip(runs['default'][2], runs['mirrored'][2]):
+    np.testing.assert_allclose(x, y, atol=1e-4)
+
+
+def test_bad_strategy_is_rejected(tmp_path):
+  with pytest.raises(ValueError, match='distribution_strategy'):
+    bindings = hiro_fixtures.small_bindings(extra=["train_uvf.distribution_strategy = 'tpu'"])
+    hiro_fixtures.run_training(tmp_path, bindings)
+
+
+def test_run_train_end_to_end(tmp_path):
+  bindings = hiro_fixtures.small_bindings(episodes=1) + ['train_uvf.initial_episodes = 0',
+                                                         'train_uvf.initial_steps = 20']
+  command = [sys.executable, 'run_train.py', 'configs/ant_maze.gin', '--train_dir', str(tmp_path / 'run')]
+  for binding in bindings:
+    command += ['--gin_param', binding]
+  result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'global step 100 / 150' in result.stdout
+  assert tf.train.latest_checkpoint(str(tmp_path / 'run')).endswith('model.ckpt-150')
