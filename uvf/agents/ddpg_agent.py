@@ -400,7 +400,8 @@ class Td3Update(tf.Module):
 
   Per call, with n = num_updates before the call:
     1. critic loss (both critics) and actor loss * [n % target_update_period == 0] are computed from the current
-       weights, with their gradients;
+       weights, with their gradients (on the delayed calls the actor's gradients are exactly zero and are not
+       computed);
     2. critic optimizer step on both critics; actor optimizer step on the actor, on every call (the original's
        quirk: on the other calls the gradient is zero, yet Adam's moments still move the weights), or only when the
        actor loss is on if `skip_delayed_actor_step` (a deviation);
@@ -492,12 +493,20 @@ class Td3Update(tf.Module):
       critic_tape.watch(self._critic_vars)
       critic_loss = self._agent.critic_loss(states, actions, rewards, discounts, next_states)
       critic_loss = tf.debugging.check_numerics(critic_loss, 'critic loss is inf or nan')
-    with tf.GradientTape(watch_accessed_variables=False) as actor_tape:
-      actor_tape.watch(self._actor_vars)
-      actor_loss = self._agent.actor_loss(states) * tf.cast(actor_on, tf.float32)
-      actor_loss = tf.debugging.check_numerics(actor_loss, 'actor loss is inf or nan')
     critic_grads = critic_tape.gradient(critic_loss, self._critic_vars)
-    actor_grads = actor_tape.gradient(actor_loss, self._actor_vars)
+
+    def actor_loss_and_grads():
+      with tf.GradientTape(watch_accessed_variables=False) as actor_tape:
+        actor_tape.watch(self._actor_vars)
+        loss = tf.debugging.check_numerics(self._agent.actor_loss(states), 'actor loss is inf or nan')
+      return [loss] + actor_tape.gradient(loss, self._actor_vars)
+
+    def delayed():
+      # The original multiplied the actor loss by 0 on these calls: its gradients are exactly zero, so they need
+      # not be computed (the optimizer still steps with them below, as the original's did).
+      return [tf.zeros([])] + [tf.zeros_like(v) for v in self._actor_vars]
+
+    actor_loss, *actor_grads = tf.cond(actor_on, actor_loss_and_grads, delayed)
     self._critic_optimizer.apply_gradients(zip(critic_grads, self._critic_vars))
     if self._skip_delayed_actor_step:
       if actor_on:  # autograph: a graph conditional
