@@ -192,8 +192,14 @@ class _Torso(snt.Module):
       last_output = tf.where((t < lengths)[:, None], output, last_output)
       return t + 1, state, last_output
 
+    # The batch dimension of the state may be static (an actor's [1, ...] call) while the TensorArray reads are
+    # [None, ...]: the invariants keep it unknown inside the loop, whatever the caller's shapes.
+    state_shape = tf.TensorShape([None, INSTRUCTION_LSTM_SIZE])
     _, _, last_output = tf.while_loop(lambda t, *_: t < projected_ta.size(), body,
-                                      (tf.constant(0), LSTMState(zeros, zeros), zeros))
+                                      (tf.constant(0), LSTMState(zeros, zeros), zeros),
+                                      shape_invariants=(tf.TensorShape([]), LSTMState(state_shape, state_shape),
+                                                        state_shape))
+    last_output.set_shape(zeros.shape)  # Back to the static shape the loop started with, where it was known.
     return last_output
 
   def __call__(self, last_action, env_output):
@@ -337,8 +343,16 @@ class Agent(snt.RNNCore):
       return t + 1, state, outputs_ta.write(t, output)
 
     core_state = LSTMState(*(tf.convert_to_tensor(s, tf.float32) for s in core_state))
-    _, core_state, outputs_ta = tf.while_loop(lambda t, *_: t < num_steps, body,
-                                              (tf.constant(0), core_state, outputs_ta))
+    initial_shapes = [s.shape for s in core_state]
+    # Batch dimension unknown inside the loop (see `_Torso.instruction`): a static [1, 256] state is allowed with
+    # inputs whose batch dimension is not static, and the reverse.
+    state_shape = tf.TensorShape([None, CORE_LSTM_SIZE])
+    _, core_state, outputs_ta = tf.while_loop(
+        lambda t, *_: t < num_steps, body, (tf.constant(0), core_state, outputs_ta),
+        shape_invariants=(tf.TensorShape([]), LSTMState(state_shape, state_shape),
+                          tf.TensorShape(None)))  # The TensorArray (its flow), left unconstrained.
+    for s, shape in zip(core_state, initial_shapes):
+      s.set_shape(shape)  # The static shape of the state given, where it was known.
     core_outputs = tf.reshape(outputs_ta.stack(), [-1, CORE_LSTM_SIZE])
     outputs = self._head(core_outputs)
     outputs = AgentOutput(*(tf.reshape(o, tf.concat([time_and_batch, tf.shape(o)[1:]], axis=0)) for o in outputs))

@@ -4,13 +4,87 @@ Each flag of the original `experiment.py` (reference impala.md section 2) is a p
 same name and default, so `--level_name=dmlab30` on the command line and `experiment.level_name = 'dmlab30'` in a
 gin file are the same setting. `logdir` is the run directory and comes from the command line (`--logdir` or
 `--train_dir`), not from gin.
+
+Single-machine training (`task=-1`, reference impala.md sections 6 and 10), all in this process but the environments:
+
+  actor thread i (num_actors of them)           environment process i (`py_process`, spawn)
+    `Actor.unroll()`: unroll_length agent steps, one `step` call per agent step; the agent's one-step inference
+    goes through `dynamic_batching` (all actors' calls batched into one call on the learner's variables, so
+    actors always act with the latest parameters)
+      -> unroll queue (capacity 1, the original's FIFOQueue(1))
+  prefetch thread: takes batch_size unrolls, stacks them time-major [T + 1, B, ...], makes tensors
+      -> staging queue (capacity 1, the original's StagingArea: the next batch is ready while a step runs)
+  learner (calling thread): `Learner.step`, episode logging and summaries, progress lines, checkpoints.
+
+Policy lag: an unroll waits in the unroll queue or in a blocked actor while up to two batches are ahead of it (as
+the original's queue + staging area), so a batch is usually 1-2 learner steps behind the parameters it trains.
+
+Units: "frames" are environment frames (agent steps x num_action_repeats), as the original counts them; an unroll
+has unroll_length agent steps and carries unroll_length + 1 (the first overlaps the previous unroll).
 """
 
+import collections
+import contextlib
+import dataclasses
 import inspect
+import json
+import os
+import queue
+import threading
+import time
 
+from absl import logging
 import gin
+import numpy as np
+import tensorflow as tf
 
+from scalable_agent import agent as agent_lib
+from scalable_agent import checkpoints
+from scalable_agent import dmlab30
+from scalable_agent import dynamic_batching
 from scalable_agent import environments
+from scalable_agent import learner as learner_lib
+from scalable_agent import py_process
+
+# The queue element of the original (reference impala.md section 6). For one unroll (`Actor.unroll`):
+#   level_name: str, the actor's level (for dmlab30 its training level name);
+#   agent_state: LSTMState(c, h), float32 [256] each, the core state before env_outputs[0];
+#   env_outputs: StepOutput of [T + 1, ...] arrays; [0] is the last step of the previous unroll;
+#   agent_outputs: AgentOutput(action int32 [T + 1], policy_logits float32 [T + 1, A], baseline float32 [T + 1]);
+#     agent_outputs[t].action led to env_outputs[t] (t >= 1).
+# Batched by the learner: agent_state [B, 256], the outputs time-major [T + 1, B, ...].
+ActorOutput = collections.namedtuple('ActorOutput', ['level_name', 'agent_state', 'env_outputs', 'agent_outputs'])
+
+CHECKPOINT_INTERVAL_S = 600  # The original's save_checkpoint_secs.
+SUMMARY_INTERVAL_S = 30  # The original's save_summaries_secs (learner metrics; episode summaries are written each).
+PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA).
+_POLL_S = 0.1  # How often blocked threads look at the stop flag.
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The original flags (see `experiment`), minus logdir and mode."""
+  test_num_episodes: int = 10
+  task: int = -1
+  job_name: str = 'learner'
+  total_environment_frames: int = int(1e9)
+  num_actors: int = 4
+  batch_size: int = 2
+  unroll_length: int = 100
+  num_action_repeats: int = 4
+  seed: int = 1
+  entropy_cost: float = 0.00025
+  baseline_cost: float = .5
+  discounting: float = .99
+  reward_clipping: str = 'abs_one'
+  dataset_path: str = ''
+  level_name: str = 'explore_goal_locations_small'
+  width: int = 96
+  height: int = 72
+  learning_rate: float = 0.00048
+  decay: float = .99
+  momentum: float = 0.
+  epsilon: float = .1
 
 
 @gin.configurable('experiment', module='scalable_agent', denylist=['logdir'])
@@ -43,7 +117,7 @@ def experiment(logdir,
     logdir: run directory: checkpoints and summaries (original flag `--logdir`).
     mode: 'train' or 'test'.
     test_num_episodes: episodes per level in test mode.
-    task: task id; -1 for single-machine training.
+    task: task id; -1 for single-machine training (the only mode here; distributed mode is issue #8).
     job_name: 'learner' or 'actor'; ignored when task is -1.
     total_environment_frames: frames (agent steps x action repeats) to train for; also the horizon of the linear
       learning-rate decay.
@@ -51,7 +125,7 @@ def experiment(logdir,
     batch_size: learner batch size, in unrolls.
     unroll_length: agent steps per unroll (an unroll carries unroll_length + 1 steps).
     num_action_repeats: environment frames per agent step.
-    seed: random seed.
+    seed: random seed (TensorFlow's global seed, as the original's tf.set_random_seed; environments use i + 1).
     entropy_cost: entropy loss multiplier.
     baseline_cost: baseline loss multiplier.
     discounting: discount factor per agent step.
@@ -64,15 +138,22 @@ def experiment(logdir,
     decay: RMSProp decay.
     momentum: RMSProp momentum.
     epsilon: RMSProp epsilon.
+
+  Returns:
+    train: the final number of environment frames (int). test: the results dict written as JSON (see `test`).
+
+  Raises:
+    ValueError: an unknown mode or a bad setting.
+    NotImplementedError: task >= 0 (distributed training).
   """
-  del logdir, mode, test_num_episodes, task, job_name, total_environment_frames, num_actors, batch_size
-  del unroll_length, num_action_repeats, seed, entropy_cost, baseline_cost, discounting, reward_clipping
-  del dataset_path, level_name, width, height, learning_rate, decay, momentum, epsilon
-  raise NotImplementedError(experiment.not_implemented)
-
-
-# Read by the launcher before it writes anything; removed when the training system lands.
-experiment.not_implemented = 'the IMPALA training system (issues #4 and #6)'
+  arguments = dict(locals())
+  del arguments['logdir'], arguments['mode']
+  settings = Settings(**arguments)
+  if mode == 'train':
+    return train(logdir, settings)
+  if mode == 'test':
+    return test(logdir, settings)
+  raise ValueError(f"mode must be 'train' or 'test', got {mode!r}.")
 
 
 def bound_value(name):
@@ -91,3 +172,524 @@ def preflight():
     ValueError: an unknown level.
   """
   environments.check_level_available(bound_value('level_name'))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Levels.
+
+def training_levels(level_name):
+  """The training levels: the keys of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
+  return list(dmlab30.LEVEL_MAPPING.keys()) if level_name == 'dmlab30' else [level_name]
+
+
+def test_levels(level_name):
+  """The test levels: the values of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
+  return list(dmlab30.LEVEL_MAPPING.values()) if level_name == 'dmlab30' else [level_name]
+
+
+def actor_levels(level_name, num_actors):
+  """Level of each actor, round-robin over `training_levels` (actor i: levels[i % len(levels)]), as the original."""
+  levels = training_levels(level_name)
+  return [levels[i % len(levels)] for i in range(num_actors)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Actor.
+
+def _stack(values, axis=0):
+  """np.stack; strings become object arrays (strings of any length, and what tf.constant takes as tf.string)."""
+  stacked = np.stack([np.asarray(v) for v in values], axis=axis)
+  return stacked.astype(object) if stacked.dtype.kind in 'US' else stacked
+
+
+def _add_batch_dimension(nest):
+  return tf.nest.map_structure(lambda x: _stack([x]), nest)
+
+
+def _remove_batch_dimension(nest):
+  return tf.nest.map_structure(lambda x: np.asarray(x)[0], nest)
+
+
+class Actor:
+  """Produces unrolls from one environment, as the original's `build_actor` (reference impala.md section 6).
+
+  It keeps (env_state, env_output, agent_state, agent_output) between unrolls. One unroll of T = unroll_length agent
+  steps: from the held values, T times { agent_output, agent_state = policy(agent_output.action, env_output,
+  agent_state); env_output, env_state = env.step(agent_output.action, env_state) }; the result is
+  ActorOutput(level_name, agent_state at the start, [held env_output] + T env outputs, [held agent_output] + T agent
+  outputs), and the last values are held for the next unroll, which therefore overlaps this one by one step.
+  """
+
+  def __init__(self, level_name, env, policy, unroll_length, initial_agent_state, initial_agent_output):
+    """Args:
+      level_name: str, reported in each ActorOutput.
+      env: a `environments.FlowEnvironment` (or anything with its `initial()` / `step(action, state)`).
+      policy: callable (last_action int32 [1], env_output StepOutput of [1, ...], agent_state (c, h) [1, 256]) ->
+        (AgentOutput of [1, ...] arrays, agent_state); e.g. the batched agent step.
+      unroll_length: T, agent steps per unroll (>= 1).
+      initial_agent_state: (c, h) float32 [1, 256] each, the core state at the start and after `reset`.
+      initial_agent_output: AgentOutput(action int32 [], policy_logits float32 [A], baseline float32 []), held before
+        the first step (zeros in the original; its action is the first `last_action`).
+    """
+    if unroll_length < 1:
+      raise ValueError(f'unroll_length must be >= 1, got {unroll_length}.')
+    self.level_name = level_name
+    self.unroll_length = unroll_length
+    self._policy = policy
+    self._initial_agent_state = tf.nest.map_structure(np.asarray, initial_agent_state)
+    self._initial_agent_output = tf.nest.map_structure(np.asarray, initial_agent_output)
+    self.reset(env)
+
+  def reset(self, env):
+    """Starts again on `env` (e.g. a new environment process): `env.initial()`, zero agent state and output."""
+    self._env = env
+    self._env_output, self._env_state = env.initial()
+    self._agent_state = self._initial_agent_state
+    self._agent_output = self._initial_agent_output
+
+  def unroll(self):
+    """Runs unroll_length agent steps. Returns an ActorOutput of NumPy arrays (module docstring; no batch dim)."""
+    start_agent_state = _remove_batch_dimension(self._agent_state)
+    env_outputs, agent_outputs = [self._env_output], [self._agent_output]
+    env_output, env_state = self._env_output, self._env_state
+    agent_output, agent_state = self._agent_output, self._agent_state
+    for _ in range(self.unroll_length):
+      batched_output, agent_state = self._policy(_stack([agent_output.action]), _add_batch_dimension(env_output),
+                                                 agent_state)
+      agent_output = _remove_batch_dimension(batched_output)
+      env_output, env_state = self._env.step(int(agent_output.action), env_state)
+      env_outputs.append(env_output)
+      agent_outputs.append(agent_output)
+    # Only a complete unroll moves the held values (an exception leaves them at the previous unroll's end).
+    self._env_output, self._env_state = env_output, env_state
+    self._agent_output, self._agent_state = agent_output, agent_state
+    stack = lambda *values: _stack(values)
+    return ActorOutput(self.level_name, start_agent_state, tf.nest.map_structure(stack, *env_outputs),
+                       tf.nest.map_structure(stack, *agent_outputs))
+
+
+def initial_agent_state():
+  """The core state of a new actor: LSTMState(c, h), float32 zeros [1, 256] each (`Agent.initial_state(1)`)."""
+  zeros = np.zeros([1, agent_lib.CORE_LSTM_SIZE], np.float32)
+  return agent_lib.LSTMState(zeros, zeros)
+
+
+def initial_agent_output(num_actions):
+  """The agent output held before an actor's first step: action 0, zero logits [num_actions], baseline 0."""
+  return agent_lib.AgentOutput(np.int32(0), np.zeros([num_actions], np.float32), np.float32(0.))
+
+
+def batch_unrolls(actor_outputs):
+  """Stacks unrolls for the learner.
+
+  Args:
+    actor_outputs: B `ActorOutput`s of one unroll each (from `Actor.unroll`), all of the same T.
+
+  Returns:
+    ActorOutput(level_name object array [B], agent_state (c, h) [B, 256], env_outputs and agent_outputs time-major
+    [T + 1, B, ...]), NumPy arrays.
+  """
+  level_names = _stack([o.level_name for o in actor_outputs])
+  agent_state = tf.nest.map_structure(lambda *xs: _stack(xs), *[o.agent_state for o in actor_outputs])
+  time_major = lambda *xs: _stack(xs, axis=1)
+  env_outputs = tf.nest.map_structure(time_major, *[o.env_outputs for o in actor_outputs])
+  agent_outputs = tf.nest.map_structure(time_major, *[o.agent_outputs for o in actor_outputs])
+  return ActorOutput(level_names, agent_state, env_outputs, agent_outputs)
+
+
+def finished_episodes(batch):
+  """The episodes that end in a batch, skipping step 0 (it overlaps the previous unroll, as the original).
+
+  Args:
+    batch: a `batch_unrolls` result (NumPy, time-major).
+
+  Returns:
+    list of (level_name str, episode_return float, episode_step int (agent steps)), in time-major order.
+  """
+  done = np.asarray(batch.env_outputs.done)[1:]
+  info = batch.env_outputs.info
+  level_names = np.broadcast_to(np.asarray(batch.level_name), done.shape)
+  return [(str(name), float(ret), int(step)) for name, ret, step in
+          zip(level_names[done], np.asarray(info.episode_return)[1:][done], np.asarray(info.episode_step)[1:][done])]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Environments in processes.
+
+@contextlib.contextmanager
+def _single_threaded_children():
+  """OPENBLAS_NUM_THREADS=1 for the environment processes started inside (NumPy in each child uses one thread)."""
+  previous = os.environ.get('OPENBLAS_NUM_THREADS')
+  os.environ['OPENBLAS_NUM_THREADS'] = '1'
+  try:
+    yield
+  finally:
+    if previous is None:
+      os.environ.pop('OPENBLAS_NUM_THREADS', None)
+    else:
+      os.environ['OPENBLAS_NUM_THREADS'] = previous
+
+
+def _environment_process(settings, level_name, seed, is_test):
+  """An unstarted PyProcess of the level's environment (`environments.environment_constructor`)."""
+  constructor = environments.environment_constructor(
+      level_name, seed, is_test=is_test, width=settings.width, height=settings.height,
+      dataset_path=settings.dataset_path, num_action_repeats=settings.num_action_repeats)
+  return py_process.PyProcess(constructor.env_type, **constructor.kwargs)
+
+
+def _make_agent(settings, level_name):
+  constructor = environments.environment_constructor(
+      level_name, seed=1, width=settings.width, height=settings.height, dataset_path=settings.dataset_path,
+      num_action_repeats=settings.num_action_repeats)
+  return agent_lib.Agent(constructor.num_actions, constructor.frame_shape)
+
+
+def _check_settings(settings):
+  if settings.task >= 0:
+    raise NotImplementedError(f'task={settings.task} asks for distributed training (job_name={settings.job_name!r}), '
+                              'which is issue #8; use task=-1 (the default) for single-machine training.')
+  for name in ('num_actors', 'batch_size', 'unroll_length', 'num_action_repeats', 'total_environment_frames',
+               'test_num_episodes'):
+    if getattr(settings, name) < 1:
+      raise ValueError(f'{name} must be >= 1, got {getattr(settings, name)}.')
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Training.
+
+class _ActorThread:
+  """Actor i: its environment process, its `Actor`, and the thread that feeds the unroll queue."""
+
+  def __init__(self, index, level_name, settings, policy, num_actions, unrolls, stop):
+    self.index = index
+    self.level_name = level_name
+    self.num_restarts = 0
+    self._settings = settings
+    self._unrolls = unrolls
+    self._stop = stop
+    self.process = _environment_process(settings, level_name, seed=index + 1, is_test=False)
+    self._policy = policy
+    self._num_actions = num_actions
+    self.actor = None
+    self.error = None
+    self.thread = threading.Thread(target=self._run, name=f'actor-{index}', daemon=True)
+
+  def start(self):
+    """Builds the Actor on the (started) process and starts the thread."""
+    self.actor = Actor(self.level_name, environments.FlowEnvironment(self.process.proxy), self._policy,
+                       self._settings.unroll_length, initial_agent_state(), initial_agent_output(self._num_actions))
+    self.thread.start()
+
+  def _restart_environment(self, error):
+    logging.warning('Actor %d (%s): its environment process stopped (%s); starting a new one.', self.index,
+                    self.level_name, error)
+    self.process.close(timeout=5.)
+    self.process = _environment_process(self._settings, self.level_name, seed=self.index + 1, is_test=False)
+    with _single_threaded_children():
+      self.process.start()
+    self.actor.reset(environments.FlowEnvironment(self.process.proxy))
+    self.num_restarts += 1
+    logging.info('Actor %d: new environment process started (restart %d).', self.index, self.num_restarts)
+
+  def _run(self):
+    try:
+      while not self._stop.is_set():
+        try:
+          actor_output = self.actor.unroll()
+        except py_process.ProcessClosedError as e:
+          if self._stop.is_set():
+            return
+          self._restart_environment(e)
+          continue
+        while not self._stop.is_set():
+          try:
+            self._unrolls.put(actor_output, timeout=_POLL_S)
+            break
+          except queue.Full:
+            pass
+    except Exception as e:  # pylint: disable=broad-except
+      if not self._stop.is_set():  # Errors while shutting down (cancelled inference, closed process) are expected.
+        logging.exception('Actor %d failed.', self.index)
+        self.error = e
+
+
+def _prefetch(unrolls, batches, batch_size, stop, errors):
+  """The StagingArea analog: batch_size unrolls -> `batch_unrolls` -> tensors -> `batches` (capacity 1)."""
+  try:
+    while not stop.is_set():
+      items = []
+      while len(items) < batch_size and not stop.is_set():
+        try:
+          items.append(unrolls.get(timeout=_POLL_S))
+        except queue.Empty:
+          pass
+      if stop.is_set():
+        return
+      batch = batch_unrolls(items)
+      tensors = tf.nest.map_structure(tf.convert_to_tensor, (batch.agent_state, batch.env_outputs,
+                                                             batch.agent_outputs))
+      while not stop.is_set():
+        try:
+          batches.put((batch, tensors), timeout=_POLL_S)
+          break
+        except queue.Full:
+          pass
+  except Exception as e:  # pylint: disable=broad-except
+    logging.exception('The prefetch thread failed.')
+    errors.append(e)
+
+
+def _format_duration(seconds):
+  if not np.isfinite(seconds):
+    return '?'
+  seconds = int(seconds)
+  days, seconds = divmod(seconds, 86400)
+  return (f'{days}d ' if days else '') + time.strftime('%H:%M:%S', time.gmtime(seconds))
+
+
+class _Summaries:
+  """Episode logging and TensorBoard summaries of the learner (reference impala.md section 10)."""
+
+  def __init__(self, logdir, settings):
+    self._writer = tf.summary.create_file_writer(logdir)
+    self._settings = settings
+    self._dmlab30 = settings.level_name == 'dmlab30'
+    self._level_returns = {name: [] for name in training_levels(settings.level_name)}
+
+  def episodes(self, episodes, num_environment_frames):
+    """Logs each finished episode; summaries `<level>/episode_return` and `<level>/episode_frames` at the frame
+    counter; for dmlab30, once every level has a return, `dmlab30/training_no_cap` and `dmlab30/training_cap_100`."""
+    with self._writer.as_default():
+      for level_name, episode_return, episode_step in episodes:
+        logging.info('Level: %s Episode return: %f', level_name, episode_return)
+        tf.summary.scalar(level_name + '/episode_return', episode_return, step=num_environment_frames)
+        tf.summary.scalar(level_name + '/episode_frames', episode_step * self._settings.num_action_repeats,
+                          step=num_environment_frames)
+        if self._dmlab30:
+          self._level_returns[level_name].append(episode_return)
+      if self._dmlab30 and min(map(len, self._level_returns.values())) >= 1:
+        no_cap = dmlab30.compute_human_normalized_score(self._level_returns, per_level_cap=None)
+        cap_100 = dmlab30.compute_human_normalized_score(self._level_returns, per_level_cap=100)
+        tf.summary.scalar('dmlab30/training_no_cap', no_cap, step=num_environment_frames)
+        tf.summary.scalar('dmlab30/training_cap_100', cap_100, step=num_environment_frames)
+        self._level_returns = {name: [] for name in self._level_returns}
+
+  def metrics(self, metrics, num_environment_frames):
+    """Scalar summaries of the learner's metrics (learning_rate, total_loss, ...) at the frame counter."""
+    with self._writer.as_default():
+      for name, value in metrics.items():
+        if name != 'num_environment_frames':
+          tf.summary.scalar(name, value, step=num_environment_frames)
+
+  def flush(self):
+    self._writer.flush()
+
+  def close(self):
+    self._writer.close()
+
+
+def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INTERVAL_S):
+  """Single-machine training (module docstring) until total_environment_frames; resumes from logdir's checkpoint.
+
+  Args:
+    logdir: run directory: `model.ckpt-<frames>` checkpoints (every checkpoint_interval_s seconds, at the start and
+      at the end) and TensorBoard events.
+    settings: `Settings`.
+    step_hook: optional callable(actor_threads, metrics dict of NumPy values), called after each learner step (for
+      tests: `actor_threads[i].process`, `.num_restarts`).
+    checkpoint_interval_s: seconds between checkpoints (the original's 600).
+
+  Returns:
+    int, the environment frames trained on when it stopped (counted over all runs of this logdir).
+  """
+  _check_settings(settings)
+  tf.random.set_seed(settings.seed)
+  os.makedirs(logdir, exist_ok=True)
+  levels = actor_levels(settings.level_name, settings.num_actors)
+  agent = _make_agent(settings, levels[0])
+  learner = learner_lib.Learner(
+      agent, entropy_cost=settings.entropy_cost, baseline_cost=settings.baseline_cost,
+      discounting=settings.discounting, reward_clipping=settings.reward_clipping,
+      learning_rate=settings.learning_rate, decay=settings.decay, momentum=settings.momentum,
+      epsilon=settings.epsilon, total_environment_frames=settings.total_environment_frames,
+      num_action_repeats=settings.num_action_repeats)
+  manager = checkpoints.make_checkpoint_manager(logdir, agent, learner.optimizer, learner.num_environment_frames)
+  restored = checkpoints.restore_latest(manager)
+  frames = int(learner.num_environment_frames.numpy())
+  if restored:
+    logging.info('Restored %s: resuming at %d environment frames.', restored, frames)
+  else:
+    manager.save()  # The original also wrote one at step 0.
+  if frames >= settings.total_environment_frames:
+    logging.info('Already trained for %d >= total_environment_frames = %d frames; nothing to do.', frames,
+                 settings.total_environment_frames)
+    return frames
+
+  @dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=settings.num_actors,
+                                          timeout_ms=100)
+  def inference(last_action, env_output, core_state):
+    agent_output, core_state = agent(last_action, env_output, core_state)
+    return agent_output, agent_lib.LSTMState(*core_state)
+
+  stop = threading.Event()
+  unrolls = queue.Queue(maxsize=1)
+  batches = queue.Queue(maxsize=1)
+  errors = []
+  actor_threads = [_ActorThread(i, level, settings, inference, agent.num_actions, unrolls, stop)
+                   for i, level in enumerate(levels)]
+  prefetch_thread = threading.Thread(target=_prefetch, args=(unrolls, batches, settings.batch_size, stop, errors),
+                                     name='prefetch', daemon=True)
+  summaries = _Summaries(logdir, settings)
+  logging.info('Starting %d actors (%s) on %s; batch %d unrolls of %d agent steps, %d frames per agent step.',
+               settings.num_actors, ', '.join(sorted(set(levels))), logdir, settings.batch_size,
+               settings.unroll_length, settings.num_action_repeats)
+  try:
+    with _single_threaded_children():
+      py_process.start_all([a.process for a in actor_threads])
+    for actor_thread in actor_threads:
+      actor_thread.start()
+    prefetch_thread.start()
+
+    start_time = last_progress_time = last_summary_time = last_checkpoint_time = time.monotonic()
+    last_progress_frames = start_frames = frames
+    while frames < settings.total_environment_frames:
+      batch, tensors = _next_batch(batches, actor_threads, errors, prefetch_thread)
+      metrics = {k: v.numpy() for k, v in learner.step(*tensors).items()}
+      frames = int(metrics['num_environment_frames'])
+      summaries.episodes(finished_episodes(batch), frames)
+      now = time.monotonic()
+      if now - last_summary_time >= SUMMARY_INTERVAL_S or frames == start_frames + _batch_frames(settings):
+        summaries.metrics(metrics, frames)
+        last_summary_time = now
+      if now - last_progress_time >= PROGRESS_INTERVAL_S:
+        rate = (frames - last_progress_frames) / (now - last_progress_time)
+        logging.info('Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
+                     'learning_rate %.3g, ETA %s.', frames, settings.total_environment_frames,
+                     100. * frames / settings.total_environment_frames, rate,
+                     (frames - start_frames) / (now - start_time), metrics['total_loss'], metrics['learning_rate'],
+                     _format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
+        last_progress_time, last_progress_frames = now, frames
+        summaries.flush()
+      if now - last_checkpoint_time >= checkpoint_interval_s:
+        logging.info('Checkpoint: %s', manager.save())
+        last_checkpoint_time = now
+      if step_hook is not None:
+        step_hook(actor_threads, metrics)
+    summaries.metrics(metrics, frames)
+    elapsed = time.monotonic() - start_time
+    logging.info('Done: %d environment frames (%d in this run, %.0f frames/s). Checkpoint: %s', frames,
+                 frames - start_frames, (frames - start_frames) / max(elapsed, 1e-9), manager.save())
+    return frames
+  except KeyboardInterrupt:
+    logging.warning('Interrupted at %d environment frames. Checkpoint: %s', frames, manager.save())
+    raise
+  finally:
+    stop.set()
+    inference.close()  # Actors waiting for inference get CancelledError and stop.
+    py_process.close_all([a.process for a in actor_threads])
+    for actor_thread in actor_threads:
+      if actor_thread.thread.is_alive():
+        actor_thread.thread.join(timeout=10.)
+    if prefetch_thread.is_alive():
+      prefetch_thread.join(timeout=10.)
+    summaries.close()
+
+
+def _batch_frames(settings):
+  return settings.batch_size * settings.unroll_length * settings.num_action_repeats
+
+
+def _next_batch(batches, actor_threads, errors, prefetch_thread):
+  """The next prefetched batch; raises the error of an actor or of the prefetch thread if one failed."""
+  while True:
+    for actor_thread in actor_threads:
+      if actor_thread.error is not None:
+        raise RuntimeError(f'actor {actor_thread.index} ({actor_thread.level_name}) failed: '
+                           f'{actor_thread.error!r}') from actor_thread.error
+    if errors:
+      raise RuntimeError(f'the prefetch thread failed: {errors[0]!r}') from errors[0]
+    try:
+      return batches.get(timeout=1.)
+    except queue.Empty:
+      if not prefetch_thread.is_alive():
+        raise RuntimeError('the prefetch thread stopped') from None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Test mode.
+
+def test(logdir, settings):
+  """Test mode (reference impala.md section 10): the latest checkpoint of logdir, test_num_episodes per test level.
+
+  Levels run one after the other, each in one environment process (is_test=True, seed 1), with the training
+  policy (sampled actions) and the LSTM state carried across episodes (reset by `done`), in unrolls of
+  unroll_length; an episode counts where done[1:] (step 0 overlaps the previous unroll).
+
+  Writes `<logdir>/test_results-<frames>.json` (frames: the checkpoint's frame counter):
+    {'checkpoint': path, 'num_environment_frames': int, 'test_num_episodes': int,
+     'levels': {level: {'mean_return': float, 'returns': [float, ...]}},
+     'mean_return': mean over the levels of their mean returns,
+     and for dmlab30 'human_normalized_score': {'no_cap': %, 'cap_100': %}}.
+
+  Returns:
+    That dict.
+
+  Raises:
+    FileNotFoundError: logdir holds no checkpoint.
+  """
+  _check_settings(settings)
+  tf.random.set_seed(settings.seed)
+  levels = test_levels(settings.level_name)
+  agent = _make_agent(settings, levels[0])
+  num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
+  manager = checkpoints.make_checkpoint_manager(logdir, agent, num_environment_frames=num_environment_frames)
+  path = manager.latest_checkpoint
+  if path is not None:  # Agent and frame counter only: the optimizer slots in the checkpoint are not needed.
+    manager.checkpoint.restore(path).assert_existing_objects_matched().expect_partial()
+  if path is None:
+    raise FileNotFoundError(f'test mode needs a checkpoint (model.ckpt-<frames>) in {logdir!r}; there is none. '
+                            'Train first (run_train.py), or pass the run directory with --train_dir / --logdir.')
+  frames = int(num_environment_frames.numpy())
+  logging.info('Testing %s (%d environment frames): %d episodes per level.', path, frames, settings.test_num_episodes)
+
+  @tf.function
+  def policy(last_action, env_output, core_state):
+    agent_output, core_state = agent(last_action, env_output, core_state)
+    return agent_output, agent_lib.LSTMState(*core_state)
+
+  def numpy_policy(last_action, env_output, core_state):
+    return tf.nest.map_structure(lambda t: t.numpy(), policy(last_action, env_output, core_state))
+
+  level_returns = collections.OrderedDict()
+  for level_name in levels:
+    process = _environment_process(settings, level_name, seed=1, is_test=True)
+    with _single_threaded_children():
+      process.start()
+    try:
+      actor = Actor(level_name, environments.FlowEnvironment(process.proxy), numpy_policy, settings.unroll_length,
+                    initial_agent_state(), initial_agent_output(agent.num_actions))
+      returns = []
+      while len(returns) < settings.test_num_episodes:
+        output = actor.unroll()
+        done = output.env_outputs.done[1:]
+        returns.extend(float(r) for r in output.env_outputs.info.episode_return[1:][done])
+    finally:
+      process.close()
+    level_returns[level_name] = returns[:settings.test_num_episodes]
+    logging.info('Level: %s Mean episode return: %f', level_name, np.mean(level_returns[level_name]))
+
+  results = {'checkpoint': path, 'num_environment_frames': frames, 'test_num_episodes': settings.test_num_episodes,
+             'levels': {name: {'mean_return': float(np.mean(r)), 'returns': r} for name, r in level_returns.items()},
+             'mean_return': float(np.mean([np.mean(r) for r in level_returns.values()]))}
+  if settings.level_name == 'dmlab30':
+    no_cap = float(dmlab30.compute_human_normalized_score(level_returns, per_level_cap=None))
+    cap_100 = float(dmlab30.compute_human_normalized_score(level_returns, per_level_cap=100))
+    logging.info('No cap.: %f Cap 100: %f', no_cap, cap_100)
+    results['human_normalized_score'] = {'no_cap': no_cap, 'cap_100': cap_100}
+  logging.info('Mean episode return over %d level(s): %f', len(levels), results['mean_return'])
+  results_path = os.path.join(logdir, f'test_results-{frames}.json')
+  with open(results_path, 'w') as f:
+    json.dump(results, f, indent=2)
+  logging.info('Test results: %s', results_path)
+  return results
