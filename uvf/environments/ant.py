@@ -39,15 +39,6 @@ class AntEnv(mujoco_env.MujocoEnv):
     ctrl_cost = 0.5 * float(np.dot(action, action))
     return forward_reward - ctrl_cost + 1.0
 
-  def reset_model(self):
-    """qpos = qpos0 + U(-0.1, 0.1), qvel = 0.1 * N(0, 1) for the ant's coordinates; other bodies (blocks) exact."""
-    nq, nv = self.model.nq, self.model.nv
-    qpos = self.init_qpos + self.np_random.uniform(low=-0.1, high=0.1, size=nq)
-    qvel = self.init_qvel + self.np_random.standard_normal(nv) * 0.1
-    qpos[self.N_OBS_QPOS:] = self.init_qpos[self.N_OBS_QPOS:]
-    qvel[self.N_OBS_QVEL:] = 0.0
-    self.set_state(qpos, qvel)
-
   def get_ori(self):
     """Heading: the angle of the torso's x axis projected on the x-y plane, radians in (-pi, pi]."""
     w, x, y, z = self.qpos[self.ORI_IND:self.ORI_IND + 4]

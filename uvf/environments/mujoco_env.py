@@ -17,7 +17,7 @@ class MujocoEnv:
 
   Subclasses set `FILE` (the XML asset name), `ORI_IND` (where the heading is read in qpos), `FRAME_SKIP`,
   `N_OBS_QPOS` / `N_OBS_QVEL` (how many leading qpos / qvel entries the robot observes) and implement `step` and
-  `reset_model`.
+  `get_ori`.
   """
   FILE = None
   ORI_IND = None
@@ -94,8 +94,15 @@ class MujocoEnv:
     raise NotImplementedError
 
   def reset_model(self):
-    """Applies the initial-state noise after `mj_resetData`."""
-    raise NotImplementedError
+    """Applies the initial-state noise after `mj_resetData`, as both rllab robots do: qpos = qpos0 + U(-0.1, 0.1)
+    and qvel = 0.1 * N(0, 1) on the robot's own `N_OBS_QPOS` / `N_OBS_QVEL` coordinates; other bodies (blocks) stay
+    exactly at their initial state."""
+    nq, nv = self.model.nq, self.model.nv
+    qpos = self.init_qpos + self.np_random.uniform(low=-0.1, high=0.1, size=nq)
+    qvel = self.init_qvel + self.np_random.standard_normal(nv) * 0.1
+    qpos[self.N_OBS_QPOS:] = self.init_qpos[self.N_OBS_QPOS:]
+    qvel[self.N_OBS_QVEL:] = 0.0
+    self.set_state(qpos, qvel)
 
   def get_ori(self):
     """The robot's heading in the x-y plane, radians in (-pi, pi]."""

@@ -43,15 +43,6 @@ class PointEnv(mujoco_env.MujocoEnv):
     mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
     return 0.0
 
-  def reset_model(self):
-    """qpos = qpos0 + U(-0.1, 0.1), qvel = 0.1 * N(0, 1) for x, y, heading; other bodies (blocks) exact."""
-    nq, nv = self.model.nq, self.model.nv
-    qpos = self.init_qpos + self.np_random.uniform(low=-0.1, high=0.1, size=nq)
-    qvel = self.init_qvel + self.np_random.standard_normal(nv) * 0.1
-    qpos[self.N_OBS_QPOS:] = self.init_qpos[self.N_OBS_QPOS:]
-    qvel[self.N_OBS_QVEL:] = 0.0
-    self.set_state(qpos, qvel)
-
   def get_ori(self):
     """Heading, radians (qpos[2], not wrapped)."""
     return float(self.qpos[self.ORI_IND])
