@@ -62,6 +62,14 @@ def timer_context_fn(contexts, timer, sampler_fn, period=1, timer_index=-1, debu
   return values
 
 
+def _the_goal(contexts, fn_name):
+  """The single goal tensor of `contexts` (a list); ValueError naming `fn_name` otherwise."""
+  contexts = list(contexts)
+  if len(contexts) != 1:
+    raise ValueError(f'{fn_name} takes exactly one context, got {len(contexts)}.')
+  return contexts[0]
+
+
 @gin.configurable
 def relative_context_transition_fn(contexts, timer, sampler_fn, k=2, state=None, next_state=None, **kwargs):
   """One step of the relative goal: g' = g + s - s' on the first `k` dimensions, the others unchanged.
@@ -82,10 +90,7 @@ def relative_context_transition_fn(contexts, timer, sampler_fn, k=2, state=None,
     ValueError: if `contexts` does not hold exactly one tensor.
   """
   del timer, sampler_fn, kwargs
-  contexts = list(contexts)
-  if len(contexts) != 1:
-    raise ValueError(f'relative_context_transition_fn takes exactly one context, got {len(contexts)}.')
-  goal = contexts[0]
+  goal = _the_goal(contexts, 'relative_context_transition_fn')
   return [tf.concat([goal[..., :k] + state[..., :k] - next_state[..., :k], goal[..., k:]], -1)]
 
 
@@ -108,10 +113,7 @@ def relative_context_multi_transition_fn(contexts, timer, sampler_fn, k=2, state
     ValueError: if `contexts` does not hold exactly one tensor.
   """
   del timer, sampler_fn, kwargs
-  contexts = list(contexts)
-  if len(contexts) != 1:
-    raise ValueError(f'relative_context_multi_transition_fn takes exactly one context, got {len(contexts)}.')
-  goal = contexts[0]
+  goal = _the_goal(contexts, 'relative_context_multi_transition_fn')
   relative = tf.expand_dims(goal[:, :k] + states[:, 0, :k], 1) - states[:, :, :k]
   rest = goal[:, None, k:] * tf.ones_like(states[:, :, :1])
   return [tf.concat([relative, rest], -1)]
