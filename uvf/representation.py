@@ -85,6 +85,10 @@ class StatePreprocess(object):
     """The representation's trainable variables: none when not trainable."""
     return []
 
+  def variables_by_tf1_name(self):
+    """{original TF1 name: variable} of the representation (hiro.md 4.1; empty when not trainable)."""
+    return {}
+
 
 @gin.configurable()
 class InverseDynamics(object):

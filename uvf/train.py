@@ -230,20 +230,9 @@ class HiroTrainer(tf.Module):
   # Checkpoints.
 
   def policy_variables_by_tf1_name(self):
-    """{original TF1 name: variable} of the original's policy checkpoint (hiro.md 4.1): both agents' actors and
-    critics (not the targets), the counters and the current contexts."""
-    names = {}
-    for agent in (self.uvf_agent, self.meta_agent):
-      for name, variable in agent.variables_by_tf1_name().items():
-        if '/target_' not in name:
-          names[name] = variable
-    names['global_step'] = self.global_step
-    names['num_episodes'] = self.num_episodes
-    names['num_resets'] = self.num_resets
-    for agent, scope in ((self.uvf_agent, 'uvf_agent'), (self.meta_agent, 'meta_agent')):
-      for i, variable in enumerate(agent.context_vars):
-        names[f'{scope}/action_context_{i}'] = variable
-    return names
+    """{original TF1 name: variable} of the original's policy checkpoint (module function of the same name)."""
+    return policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess, self.global_step,
+                                        self.num_episodes, self.num_resets)
 
   def full_checkpoint(self):
     """The `tf.train.Checkpoint` of everything a restart needs."""
@@ -253,6 +242,53 @@ class HiroTrainer(tf.Module):
         low_update=self.low_update, meta_update=self.meta_update, global_step=self.global_step,
         num_episodes=self.num_episodes, num_resets=self.num_resets, num_updates=self.num_updates,
         num_meta_updates=self.num_meta_updates, **self.optimizers)
+
+
+def build_agents(environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class,
+                 strategy=None, debug_summaries=False):
+  """Builds the agents in the original's order and TF1 scopes (hiro.md section 4), as training and evaluation do.
+
+  Args:
+    environment: the maze `PyEnvironment`.
+    agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class: the gin-bound classes.
+    strategy: the `tf.distribute` strategy the agents' variables live under (None: the default).
+    debug_summaries: passed to the agents.
+
+  Returns:
+    (meta_agent, uvf_agent, state_preprocess, inverse_dynamics).
+  """
+  strategy = strategy or tf.distribute.get_strategy()
+  tf_env = create_maze_env.TFPyEnvironment(environment)
+  observation_spec, action_spec = [tf_env.observation_spec()], [tf_env.action_spec()]
+  with strategy.scope():
+    with tf.name_scope('meta_agent'):
+      meta_agent = meta_agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
+    with tf.name_scope('uvf_agent'):
+      uvf_agent = agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
+      uvf_agent.set_meta_agent(agent=meta_agent)
+  with tf.name_scope('state_preprocess'):
+    state_preprocess = state_preprocess_class()
+  with tf.name_scope('inverse_dynamics'):
+    inverse_dynamics = inverse_dynamics_class(meta_agent.sub_context_as_action_specs[0])
+  return meta_agent, uvf_agent, state_preprocess, inverse_dynamics
+
+
+def policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, global_step, num_episodes, num_resets):
+  """{original TF1 name: variable} of the original's policy checkpoint (hiro.md 4.1): both agents' actors and
+  critics (not the targets), the counters, the current contexts and the trainable representation's variables."""
+  names = {}
+  for agent in (uvf_agent, meta_agent):
+    for name, variable in agent.variables_by_tf1_name().items():
+      if '/target_' not in name:
+        names[name] = variable
+  names['global_step'] = global_step
+  names['num_episodes'] = num_episodes
+  names['num_resets'] = num_resets
+  for agent, scope in ((uvf_agent, 'uvf_agent'), (meta_agent, 'meta_agent')):
+    for i, variable in enumerate(agent.context_vars):
+      names[f'{scope}/action_context_{i}'] = variable
+  names.update(state_preprocess.variables_by_tf1_name())
+  return names
 
 
 def _reseed(trainer, seed):
@@ -441,18 +477,9 @@ def train_uvf(train_dir,
     environment.seed(seed)
     environment.reset()
   strategy = make_strategy(distribution_strategy)
-  tf_env = create_maze_env.TFPyEnvironment(environment)
-  observation_spec, action_spec = [tf_env.observation_spec()], [tf_env.action_spec()]
-  with strategy.scope():
-    with tf.name_scope('meta_agent'):
-      meta_agent = meta_agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
-    with tf.name_scope('uvf_agent'):
-      uvf_agent = agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
-      uvf_agent.set_meta_agent(agent=meta_agent)
-  with tf.name_scope('state_preprocess'):
-    state_preprocess = state_preprocess_class()
-  with tf.name_scope('inverse_dynamics'):
-    inverse_dynamics_class(meta_agent.sub_context_as_action_specs[0])  # built as the original; unused (relabeler)
+  meta_agent, uvf_agent, state_preprocess, _ = build_agents(
+      environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class, strategy,
+      debug_summaries=debug_summaries)
 
   trainer = HiroTrainer(
       environment, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer, critic_optimizer,
