@@ -129,8 +129,12 @@ class HiroTrainer(tf.Module):
         seed=None if seed is None else seed + 2)
     # MirroredStrategy cannot synchronise (apply gradients) inside a conditional or a nested tf.function: there the
     # meta update is its own compiled call, made by the Python loop after the step that crosses a meta period.
+    # Elsewhere (default, one device) each update is a nested tf.function, as under the default strategy: inlining
+    # it into the loop's graph lets Grappler fuse and order its ops differently, and the float rounding differences
+    # grow through the contact dynamics (one_device then differed from default by 0.02 after 150 updates; nested, it
+    # is bit-identical).
     self.inline_meta_update = not isinstance(strategy, tf.distribute.MirroredStrategy)
-    self._nested_updates = strategy is tf.distribute.get_strategy()
+    self._nested_updates = self.inline_meta_update
     self.run_steps = tf.function(self._run_steps)
     self.collect_steps = tf.function(self._collect_steps)
     self.meta_step = tf.function(self._meta_level_update)
@@ -147,7 +151,7 @@ class HiroTrainer(tf.Module):
         state_reprs, actions, rewards * self._reward_scale_factor, next_state_reprs, [goals])
     discounts = self._discounts(self.uvf_agent, context_discounts, [goals], self._gamma)
     args = (self.uvf_agent.merged_states(states, [goals]), actions, context_rewards, discounts,
-            self.uvf_agent.merged_states(next_states, [next_goals]))
+            self.uvf_agent.merged_states(next_states, [next_goals]), self.uvf_agent.target_noise(self._batch_size))
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.low_update), args=args))
     return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
             'average_step_reward': average_step_reward}
@@ -162,7 +166,8 @@ class HiroTrainer(tf.Module):
     _, context_discounts = self.meta_agent.compute_rewards(states, goals, rewards, next_states, [contexts])
     discounts = self._discounts(self.meta_agent, context_discounts, [contexts], self._meta_gamma)
     args = (self.meta_agent.merged_states(states, [contexts]), goals, rewards, discounts,
-            self.meta_agent.merged_states(next_states, [next_contexts]))
+            self.meta_agent.merged_states(next_states, [next_contexts]),
+            self.meta_agent.target_noise(self._batch_size))
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.meta_update), args=args))
     return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
             'average_step_reward': average_step_reward}

@@ -275,15 +275,23 @@ class TD3Agent(DdpgAgent):
     return (tf.stop_gradient(self._target_critic_net(states, actions)),
             tf.stop_gradient(self._target_critic_net2(states, actions)))
 
-  def target_values(self, next_states):
-    """min(Q1', Q2')(s', mu'(s') + eps), eps = clip(N(0, noise^2), +-noise_clip): [B, O] -> float32 [B].
+  def target_noise(self, batch_size):
+    """The target policy smoothing noise eps = clip(N(0, noise^2), +-noise_clip): float32 [batch_size, A], drawn from
+    the agent's generator."""
+    shape = tf.stack([tf.cast(batch_size, tf.int32), self._num_action_dims])
+    noise = self._rng.normal(shape, stddev=self._target_policy_noise, dtype=tf.float32)
+    return tf.clip_by_value(noise, -self._target_policy_noise_clip, self._target_policy_noise_clip)
 
-    The smoothed action is not clipped to the action bounds (as the original). Uses the agent's generator.
+  def target_values(self, next_states, target_noise=None):
+    """min(Q1', Q2')(s', mu'(s') + eps): [B, O] -> float32 [B].
+
+    eps: `target_noise` (float32 [B, A]) if given, else drawn by `target_noise(B)`. The smoothed action is not
+    clipped to the action bounds (as the original).
     """
     target_actions = self.target_actor(next_states)
-    noise = self._rng.normal(tf.shape(target_actions), stddev=self._target_policy_noise, dtype=tf.float32)
-    noise = tf.clip_by_value(noise, -self._target_policy_noise_clip, self._target_policy_noise_clip)
-    q1, q2 = self.target_critics(next_states, target_actions + noise)
+    if target_noise is None:
+      target_noise = self.target_noise(tf.shape(target_actions)[0])
+    q1, q2 = self.target_critics(next_states, target_actions + target_noise)
     return tf.minimum(q1, q2)
 
   def critic_function(self, critic_values, states):
@@ -295,7 +303,7 @@ class TD3Agent(DdpgAgent):
   # ------------------------------------------------------------------------------------------------------------------
   # Losses.
 
-  def critic_loss(self, states, actions, rewards, discounts, next_states):
+  def critic_loss(self, states, actions, rewards, discounts, next_states, target_noise=None):
     """TD3 critic loss, mean over both critics (hiro.md section 3.3).
 
     y = r + discounts * min(Q1', Q2')(s', mu'(s') + eps), the same target for both critics;
@@ -309,13 +317,14 @@ class TD3Agent(DdpgAgent):
       discounts: float32 [B], gamma times the context discounts (the caller multiplies gamma in; HIRO never uses the
         stored episode discounts).
       next_states: float32 [B, O], merged next states s'.
+      target_noise: None (drawn here) or float32 [B, A], the target policy smoothing noise (`target_noise`).
 
     Returns:
       float32 [] loss.
     """
     states, actions = self._validate_states(states), self._validate_actions(actions)
     next_states = self._validate_states(next_states, 'next_states')
-    target_q_values = self.target_values(next_states)
+    target_q_values = self.target_values(next_states, target_noise)
     td_targets = target_q_values * discounts + rewards
     if self._target_q_clipping is not None:
       td_targets = tf.clip_by_value(td_targets, self._target_q_clipping[0], self._target_q_clipping[1])
@@ -478,20 +487,23 @@ class Td3Update(tf.Module):
     """The `tf.function` behind `__call__` (e.g. for `experimental_get_tracing_count`)."""
     return self._step
 
-  def __call__(self, states, actions, rewards, discounts, next_states):
-    """One update. Arguments as `TD3Agent.critic_loss` (float32 [B, O], [B, A], [B], [B], [B, O]).
+  def __call__(self, states, actions, rewards, discounts, next_states, target_noise=None):
+    """One update. Arguments as `TD3Agent.critic_loss` (float32 [B, O], [B, A], [B], [B], [B, O], None or [B, A]).
+
+    Pass `target_noise` (drawn by `agent.target_noise(B)` outside a replica context) to make the update independent
+    of the distribution strategy: a generator used inside `strategy.run` draws a per-replica stream.
 
     Returns:
       dict of float32 []: 'critic_loss', 'actor_loss' (the loss as applied: zero on the delayed calls).
     """
-    return self._step(states, actions, rewards, discounts, next_states)
+    return self._step(states, actions, rewards, discounts, next_states, target_noise)
 
-  def _update(self, states, actions, rewards, discounts, next_states):
+  def _update(self, states, actions, rewards, discounts, next_states, target_noise=None):
     """The body of the step, traced by `tf.function` (see the class docstring)."""
     actor_on = tf.equal(self._num_updates % self._period, 0)
     with tf.GradientTape(watch_accessed_variables=False) as critic_tape:
       critic_tape.watch(self._critic_vars)
-      critic_loss = self._agent.critic_loss(states, actions, rewards, discounts, next_states)
+      critic_loss = self._agent.critic_loss(states, actions, rewards, discounts, next_states, target_noise)
       critic_loss = tf.debugging.check_numerics(critic_loss, 'critic loss is inf or nan')
     critic_grads = critic_tape.gradient(critic_loss, self._critic_vars)
 
