@@ -1,0 +1,175 @@
+r"""Learning check of a HIRO run: is the low level learning to reach goals, and the meta level the task targets?
+
+Usage:
+  python scripts/hiro_learning_check.py --train_dir /tmp/hiro_learning_check --output docs/hiro_learning_curve.png \
+      [--bin_steps 25000] [--random_final_distance 13.6]
+
+Reads the run's latest full checkpoint and its TensorBoard events, prints a table per `bin_steps` of environment
+steps and draws a PNG of three panels against environment steps:
+
+1. Low level, from the meta replay buffer (every meta transition of the run while the 200,000-row buffer has not
+   wrapped: one row per c = 10 steps): the progress of the ant towards the goal the meta level set, per meta period,
+   i.e. the displacement (x, y)(s_{t+c}) - (x, y)(s_t) projected on the direction of the goal's (x, y) part, in
+   maze units. A policy that ignores its goal (the random or untrained one) scores 0 on average whatever its speed;
+   the run's first `initial_steps` (collected by the untrained policies) are that baseline.
+2. Low level, the cosine between that displacement and the goal direction (0 for a policy that ignores its goal).
+3. Meta level, `avg_episode_final_distance` (the distance between the ant's (x, y) and the task target at the end
+   of each training episode, mean over the last 100 episodes), with the random policy's value (a random policy
+   hardly moves: about 13.6 for AntMaze's targets, uniform on [-4, 20]^2, from the start at the origin).
+
+Both buffers store float32 observations whose first two dimensions are the ant's (x, y) (hiro_orig and hiro_xy
+goals are relative: the low-level goal of a meta transition is g_t, to be reached at s_t + g_t).
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+WIDTH, PANEL_HEIGHT = 900, 260
+LEFT, RIGHT, TOP, BOTTOM = 80, 30, 40, 45
+_META_KEY = 'meta_replay_buffer/_tensors/{}/.ATTRIBUTES/VARIABLE_VALUE'
+_META_ADDS = 'meta_replay_buffer/_num_adds/.ATTRIBUTES/VARIABLE_VALUE'
+
+
+def goal_progress(states, goals, next_states):
+  """Per meta transition: (progress towards the goal, cosine with the goal direction, |displacement|).
+
+  Args:
+    states, next_states: float32 [N, O], s_t and s_{t+c}; dims 0, 1 are (x, y).
+    goals: float32 [N, G], the relative goals g_t; dims 0, 1 are (x, y).
+
+  Returns:
+    three float64 [N] arrays, in maze units (the cosine has none). Goals with a zero (x, y) part count 0.
+  """
+  displacement = (next_states[:, :2] - states[:, :2]).astype(np.float64)
+  goal = goals[:, :2].astype(np.float64)
+  goal_norm = np.linalg.norm(goal, axis=1)
+  direction = goal / np.maximum(goal_norm, 1e-12)[:, None]
+  progress = np.where(goal_norm > 0, np.sum(displacement * direction, axis=1), 0.0)
+  length = np.linalg.norm(displacement, axis=1)
+  cosine = np.where(length > 0, progress / np.maximum(length, 1e-12), 0.0)
+  return progress, cosine, length
+
+
+def read_meta_transitions(checkpoint):
+  """(global step of the checkpoint, s_t [N, O], g_t [N, G], s_{t+c} [N, O]) in the order they were added."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (slow import)
+  reader = tf.train.load_checkpoint(checkpoint)
+  adds = int(reader.get_tensor(_META_ADDS))
+  states, goals, next_states = (reader.get_tensor(_META_KEY.format(i)) for i in (0, 1, 4))
+  size = states.shape[0]
+  if adds > size:  # wrapped: oldest first
+    order = (np.arange(size) + adds) % size
+    states, goals, next_states = states[order], goals[order], next_states[order]
+  else:
+    states, goals, next_states = states[:adds], goals[:adds], next_states[:adds]
+  step = int(checkpoint.rsplit('-', 1)[1])
+  return step, adds, states, goals, next_states
+
+
+def binned(x, values, width):
+  """Means of `values` in bins [k * width, (k + 1) * width) of x: (bin starts, means), non-empty bins only."""
+  index = (x // width).astype(np.int64)
+  starts, means = [], []
+  for k in np.unique(index):
+    starts.append(k * width)
+    means.append(float(np.mean(values[index == k])))
+  return np.array(starts, np.float64), np.array(means)
+
+
+def draw_panel(d, font, top, xs, ys, baseline, title, ylabel, max_x, baseline_label):
+  """One panel: line (xs, ys) in blue, the dashed red baseline."""
+  x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, top + PANEL_HEIGHT - BOTTOM, top + TOP
+  low, high = min(np.min(ys), baseline), max(np.max(ys), baseline)
+  high = high if high > low else low + 1.
+  low, high = low - .08 * (high - low), high + .08 * (high - low)
+  sx = lambda s: x0 + (x1 - x0) * s / max_x
+  sy = lambda v: y0 - (y0 - y1) * (v - low) / (high - low)
+  d.rectangle([x0, y1, x1, y0], outline='black')
+  for i in range(6):
+    s, v = max_x * i / 5, low + (high - low) * i / 5
+    d.line([sx(s), y0, sx(s), y0 + 5], fill='black')
+    d.text((sx(s) - 15, y0 + 8), f'{s / 1000:.0f}k', fill='black', font=font)
+    d.line([x0 - 5, sy(v), x0, sy(v)], fill='black')
+    d.text((x0 - 50, sy(v) - 6), f'{v:.3g}', fill='black', font=font)
+  d.text((10, y1 - 25), title, fill='black', font=font)
+  d.text((x0 + 5, y1 + 5), ylabel, fill='black', font=font)
+  y = sy(baseline)
+  for x in range(x0, x1, 12):
+    d.line([x, y, min(x + 6, x1), y], fill='red', width=2)
+  d.text((x1 - 260, y - 15), baseline_label, fill='red', font=font)
+  d.line([(sx(s), sy(v)) for s, v in zip(xs, ys)], fill='blue', width=3)
+  for s, v in zip(xs, ys):
+    d.ellipse([sx(s) - 3, sy(v) - 3, sx(s) + 3, sy(v) + 3], fill='blue')
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--train_dir', required=True)
+  parser.add_argument('--output', required=True, help='PNG to write')
+  parser.add_argument('--bin_steps', type=int, default=25000)
+  parser.add_argument('--initial_steps', type=int, default=2500, help='steps collected by the untrained policies')
+  parser.add_argument('--random_final_distance', type=float, default=13.6,
+                      help="the random policy's final distance to the training targets (AntMaze: 13.6)")
+  args = parser.parse_args(argv)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  checkpoint = tf.train.latest_checkpoint(args.train_dir)
+  if checkpoint is None:
+    raise SystemExit(f'no full checkpoint (model.ckpt-N) in {args.train_dir}.')
+  step, adds, states, goals, next_states = read_meta_transitions(checkpoint)
+  if adds > states.shape[0]:
+    print(f'note: the meta buffer wrapped ({adds} adds); the curve covers its last {states.shape[0]} transitions.')
+  transition_steps = step - (len(states) - 1 - np.arange(len(states))) * (step / max(adds, 1))
+  progress, cosine, length = goal_progress(states, goals, next_states)
+  initial = transition_steps < args.initial_steps
+  base_progress = float(np.mean(progress[initial])) if np.any(initial) else 0.0
+  xs, p_means = binned(transition_steps, progress, args.bin_steps)
+  _, c_means = binned(transition_steps, cosine, args.bin_steps)
+  _, l_means = binned(transition_steps, length, args.bin_steps)
+  _, g_means = binned(transition_steps, np.linalg.norm(goals[:, :2], axis=1), args.bin_steps)
+  _, points = plot_learning_curve.read_scalars(args.train_dir, 'avg_episode_final_distance')
+  d_steps = np.array([p[1] for p in points], np.float64)
+  d_values = np.array([p[2] for p in points], np.float64)
+  d_x, d_means = binned(d_steps, d_values, args.bin_steps)
+
+  print(f'{checkpoint}: {adds} meta transitions; untrained policies (first {args.initial_steps} steps): progress '
+        f'{base_progress:+.4f}')
+  print('| steps | low: progress towards the goal per 10 steps | cosine | distance moved | goal (x, y) size | '
+        'meta: final distance to the target |')
+  print('|---|---|---|---|---|---|')
+  final = dict(zip(d_x, d_means))
+  for i, x in enumerate(xs):
+    meta = f'{final[x]:.2f}' if x in final else ''
+    print(f'| {x / 1000:.0f}k | {p_means[i]:+.3f} | {c_means[i]:+.2f} | {l_means[i]:.3f} | {g_means[i]:.2f} | '
+          f'{meta} |')
+
+  image = Image.new('RGB', (WIDTH, 3 * PANEL_HEIGHT + 20), 'white')
+  d = ImageDraw.Draw(image)
+  font = ImageFont.load_default()
+  max_x = float(step)
+  centers = xs + args.bin_steps / 2
+  draw_panel(d, font, 10, np.minimum(centers, max_x), p_means, base_progress,
+             f'{os.path.basename(os.path.normpath(args.train_dir))}: low level, progress towards the goal per meta '
+             f'period (maze units), mean per {args.bin_steps // 1000}k steps', 'progress', max_x,
+             f'untrained policies: {base_progress:+.3f}')
+  draw_panel(d, font, 10 + PANEL_HEIGHT, np.minimum(centers, max_x), c_means, 0.0,
+             'low level, cosine between the displacement and the goal direction', 'cosine', max_x,
+             'a goal-blind policy: 0')
+  draw_panel(d, font, 10 + 2 * PANEL_HEIGHT, np.minimum(d_x + args.bin_steps / 2, max_x), d_means,
+             args.random_final_distance, 'meta level, final (x, y) distance to the training target '
+             '(avg_episode_final_distance)', 'distance', max_x, f'random policy: {args.random_final_distance:g}')
+  d.text((WIDTH // 2 - 60, 3 * PANEL_HEIGHT), 'environment steps', fill='black', font=font)
+  image.save(args.output)
+  print(f'wrote {args.output}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
