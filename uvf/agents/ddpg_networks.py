@@ -9,8 +9,8 @@ defaults, while the data arguments moved from call time to construction (`state_
 nothing). gin binds hyper-parameters only, as the original configs do.
 
 Architecture (hiro.md section 3.2). Hidden layers: y = activation(x W + b), W ~ U(+-1/sqrt(fan_in)) (slim's
-`variance_scaling_initializer(factor=1/3, mode='FAN_IN', uniform=True)`), b = 0. Output layers: W, b ~ U(+-0.003)
-(the original's `random_uniform_initializer` also initialised the output biases).
+`variance_scaling_initializer(factor=1/3, mode='FAN_IN', uniform=True)`), b = 0. Output layers: W ~ U(+-0.003), b = 0
+(the original's arg_scope replaced only slim's `weights_initializer`; the biases kept slim's zeros).
 
 * Actor: x = states (* xy_mask if `zero_obs` or `images`) -> hidden layers `states/states_<i>` -> `actions`, tanh,
   rescaled to the action spec: a = (max + min) / 2 + (max - min) / 2 * tanh(.).
@@ -27,7 +27,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-# Output layers of both networks: U(-0.003, 0.003) for weights and biases.
+# Output layers of both networks: U(-0.003, 0.003) for the weights (the biases start at zero).
 FINAL_LAYER_INIT_RANGE = 0.003
 
 
@@ -142,7 +142,7 @@ class ActorNetwork(_Network):
     self._action_means = tf.constant((maximum + minimum) / 2.0, tf.float32)
     self._action_magnitudes = tf.constant((maximum - minimum) / 2.0, tf.float32)
     self._hidden, fan_in = _hidden_stack(scope, 'states', state_dim, hidden_layers, activation_fn)
-    self._out = _Dense(scope + '/actions', _final_uniform([fan_in, action_dim]), _final_uniform([action_dim]),
+    self._out = _Dense(scope + '/actions', _final_uniform([fan_in, action_dim]), tf.zeros([action_dim], tf.float32),
                        tf.nn.tanh)
     self._layers = self._hidden + [self._out]
 
@@ -187,7 +187,7 @@ class CriticNetwork(_Network):
                                                activation_fn)
     self._joint, fan_in = _hidden_stack(scope, 'joint', states_out + actions_out, joint_hidden_layers,
                                         activation_fn)
-    self._out = _Dense(scope + '/q_value', _final_uniform([fan_in, 1]), _final_uniform([1]), None)
+    self._out = _Dense(scope + '/q_value', _final_uniform([fan_in, 1]), tf.zeros([1], tf.float32), None)
     self._layers = self._states + self._actions + self._joint + [self._out]
 
   def __call__(self, states, actions):
