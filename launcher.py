@@ -63,12 +63,23 @@ class LaunchError(Exception):
 
 # HIRO's original train_utils/train.py flags that become gin bindings of `train_uvf`.
 _HIRO_TRAIN_FLAGS = ('goal_sample_strategy', 'save_interval_secs', 'save_summaries_secs', 'summarize_gradients')
+# run_eval flags that become gin bindings of HIRO's `evaluate`.
+_HIRO_EVAL_FLAGS = ('checkpoint_path',)
+# Parameters of HIRO's `evaluate` that choose which checkpoints to evaluate, when, and whether to film them, not how
+# results are computed: an eval directory accepts runs that differ only in them (evaluating checkpoint 100, then
+# 200, into the same directory).
+_EVAL_SELECTION_PARAMS = ('checkpoint_path', 'checkpoint_range', 'eval_interval_secs', 'max_number_of_evaluations',
+                          'checkpoint_timeout', 'generate_videos', 'num_episodes_videos', 'video_settings',
+                          'num_threads')
 # IMPALA's original experiment.py flags (reference impala.md section 2): each is the gin parameter
 # `experiment.<flag>` of the same name and default.
 _IMPALA_FLAGS = ('mode', 'test_num_episodes', 'task', 'job_name', 'total_environment_frames', 'num_actors',
                  'batch_size', 'unroll_length', 'num_action_repeats', 'seed', 'entropy_cost', 'baseline_cost',
                  'discounting', 'reward_clipping', 'dataset_path', 'level_name', 'width', 'height', 'learning_rate',
                  'decay', 'momentum', 'epsilon')
+# Flags of multi-machine IMPALA (issue #8, not in the original), also `experiment.<flag>` bindings:
+# scalable_agent/distributed.py, docs/impala_distributed.md.
+_IMPALA_DISTRIBUTED_FLAGS = ('learner_address', 'reverb_port')
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -85,6 +96,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_multi_string('params', [], 'HIRO original: a gin binding (repeatable), same as --gin_param.', **d)
   flags.DEFINE_string('checkpoint_dir', None, 'HIRO original (run_eval): the training directory to evaluate; '
                       'same as --train_dir.', **d)
+  flags.DEFINE_string('checkpoint_path', None, 'run_eval (HIRO): evaluate this one policy checkpoint, relative to '
+                      '<train_dir>/policy (e.g. model.ckpt-300000) or a path (evaluate.checkpoint_path). Default: '
+                      'every policy checkpoint as training writes it.', **d)
   flags.DEFINE_enum('goal_sample_strategy', 'sample', ['sample', 'FuN', 'None'],
                     'HIRO original: off-policy correction of meta goals (train_uvf.goal_sample_strategy).', **d)
   flags.DEFINE_string('master', 'local', 'HIRO original: TF1 session master; only local training exists.', **d)
@@ -123,6 +137,11 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_float('decay', .99, 'IMPALA original: RMSProp optimizer decay.', **d)
   flags.DEFINE_float('momentum', 0., 'IMPALA original: RMSProp momentum.', **d)
   flags.DEFINE_float('epsilon', .1, 'IMPALA original: RMSProp epsilon.', **d)
+  # IMPALA multi-machine training (docs/impala_distributed.md).
+  flags.DEFINE_string('learner_address', '', 'IMPALA actor jobs (--job_name=actor --task=i): HOST:PORT of the '
+                      'learner\'s Reverb server (experiment.learner_address).', **d)
+  flags.DEFINE_integer('reverb_port', 8000, 'IMPALA learner job (--job_name=learner --task=0): port of its Reverb '
+                       'server; 0 picks a free one (experiment.reverb_port).', **d)
 
 
 def _present(fv: flags.FlagValues, name: str) -> bool:
@@ -228,7 +247,11 @@ def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   for name in _HIRO_TRAIN_FLAGS:
     if _present(fv, name):
       hiro.append(f'train_uvf.{name} = {fv[name].value!r}')
-  impala = [f'experiment.{name} = {fv[name].value!r}' for name in _IMPALA_FLAGS if _present(fv, name)]
+  for name in _HIRO_EVAL_FLAGS:
+    if _present(fv, name):
+      hiro.append(f'evaluate.{name} = {fv[name].value!r}')
+  impala = [f'experiment.{name} = {fv[name].value!r}' for name in _IMPALA_FLAGS + _IMPALA_DISTRIBUTED_FLAGS
+            if _present(fv, name)]
   return hiro, impala
 
 
@@ -317,7 +340,10 @@ def _flag_names(bindings: Sequence[str]) -> str:
 # Run directories.
 
 def _manifest_key(manifest: dict) -> Tuple[str, str]:
-  return manifest.get('system', ''), manifest.get('gin_config', '')
+  selection = {f'evaluate.{name}' for name in _EVAL_SELECTION_PARAMS}
+  config = '\n'.join(line for line in manifest.get('gin_config', '').splitlines()
+                     if line.split('=', 1)[0].strip() not in selection)
+  return manifest.get('system', ''), config
 
 
 def check_run_dir(run_dir: Path, manifest: dict) -> bool:
@@ -416,6 +442,8 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
 
   if program == 'eval' and _present(fv, 'mode') and fv.mode != 'test':
     raise LaunchError('run_eval runs IMPALA in --mode=test; use run_train.py for --mode=train.')
+  if program == 'train' and _present(fv, 'checkpoint_path'):
+    raise LaunchError('--checkpoint_path is run_eval\'s flag (the policy checkpoint to evaluate).')
   user_bindings = list(fv.params) + list(fv.gin_param)
 
   register_configurables()
@@ -445,6 +473,8 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
     eval_dir = Path(fv.eval_dir) if fv.eval_dir else train_dir / 'eval'
   effective = 'eval' if system.key == 'scalable_agent' and _impala_mode() == 'test' else program
   output_dir = train_dir if effective == 'train' else eval_dir
+  if system.key == 'scalable_agent' and effective == 'train' and _impala_actor_job():
+    output_dir = None  # A multi-machine actor writes nothing: the learner owns the run directory.
 
   import gin  # pylint: disable=g-import-not-at-top
   manifest = {
@@ -466,6 +496,12 @@ def _impala_mode() -> str:
     return gin.query_parameter('experiment.mode')
   except ValueError:  # not bound: the original default
     return 'train'
+
+
+def _impala_actor_job() -> bool:
+  """Whether the parsed configuration is an IMPALA actor job of multi-machine training (task >= 0)."""
+  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
+  return experiment.bound_value('task') >= 0 and experiment.bound_value('job_name') == 'actor'
 
 
 def _choose_dir(fv: flags.FlagValues, names: Sequence[str], default: Path) -> Path:
@@ -507,13 +543,18 @@ def execute(p: Plan) -> None:
   import gin  # pylint: disable=g-import-not-at-top
   if not gin.config_is_locked():
     gin.finalize()
-  if p.system.key == 'uvf':
-    if p.program == 'train':
-      entry(str(p.train_dir))
+  try:
+    if p.system.key == 'uvf':
+      if p.program == 'train':
+        entry(str(p.train_dir))
+      else:
+        entry(str(p.train_dir), str(p.eval_dir))
     else:
-      entry(str(p.train_dir), str(p.eval_dir))
-  else:
-    entry(logdir=str(p.train_dir))
+      entry(logdir=str(p.train_dir))
+  except ValueError as e:
+    if getattr(e, 'user_error', False):  # e.g. uvf.eval.EvalError: a message that names the problem and the fix
+      raise LaunchError(str(e)) from None
+    raise
 
 
 def run(program: str) -> None:
@@ -535,6 +576,8 @@ def main(program: str, argv: Sequence[str], fv: flags.FlagValues = flags.FLAGS) 
     check_implemented(p)
     what = 'resuming' if p.resumes else 'starting'
     where = f'train_dir {p.train_dir}' + (f', eval_dir {p.eval_dir}' if p.eval_dir else '')
+    if p.system.key == 'scalable_agent' and p.program == 'train' and p.output_dir is None:
+      what, where = 'actor job', 'nothing is written here (the learner owns the run directory)'
     print(f'run_{program}: {p.system.title}, config {p.config_name}: {what}; {where}', flush=True)
     execute(p)
   except LaunchError as e:

@@ -1,6 +1,7 @@
 r"""HIRO training speed on CPU: environment steps per second of the full loop, and where the time goes.
 
   python benchmarks/hiro_train_speed.py [--config configs/ant_maze.gin] [--steps 2000] [--gin_param 'X = Y' ...]
+  python benchmarks/hiro_train_speed.py --compare 'train_uvf.jit_compile = True' [--rounds 5]
 
 Builds `train_uvf` from the gin configuration exactly as run_train.py does (hiro_orig AntMaze by default: batch 100
 at both levels, 200,000-row buffers, one low-level update per step, a meta update with the 10-candidate off-policy
@@ -13,6 +14,10 @@ correction every 10 steps), collects the initial 2500 steps, then times, one aft
   full loop  the training loop as train_uvf runs it (collect + low update every step + meta update every 10).
 
 Compare the full loop with the original's 70-76 steps/s on the same 2-core machine (shared/reference/anchors.md).
+
+`--compare BINDING` (repeatable) instead builds two training loops in one process, the configuration as given (A)
+and with the extra bindings (B), and times their full loops in alternating rounds (A, B, A, B, ...), so that both
+see the same machine load: it prints the median steps/s of each and the ratio B / A.
 """
 
 import argparse
@@ -54,12 +59,52 @@ def timed(fn, steps):
   return steps / (time.perf_counter() - start)
 
 
+def full_loop_rate(loop, steps):
+  """Env steps/s of `steps` (rounded to whole calls) iterations of the training loop as train_uvf runs them."""
+  t = loop.trainer
+  chunk = loop.steps_per_call
+  calls = max(steps // chunk, 1)
+
+  def full():
+    for _ in range(calls):
+      t.run_steps(tf.constant(chunk, tf.int64), tf.constant(int(t.global_step.numpy()), tf.int64))
+
+  return timed(full, calls * chunk)
+
+
+def compare(args):
+  """Side-by-side full-loop speed of the configuration (A) and the configuration plus `args.compare` (B)."""
+  loops = {}
+  with tempfile.TemporaryDirectory() as dir_a, tempfile.TemporaryDirectory() as dir_b:
+    for name, bindings, train_dir in (('A', args.gin_param, dir_a), ('B', args.gin_param + args.compare, dir_b)):
+      loop = build_loop(args.config, ['train_uvf.seed = 0'] + bindings, train_dir)
+      loop.trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
+      full_loop_rate(loop, loop.steps_per_call)  # trace and warm up
+      loops[name] = loop
+    rates = {'A': [], 'B': []}
+    for _ in range(args.rounds):
+      for name in ('A', 'B'):
+        rates[name].append(full_loop_rate(loops[name], args.steps))
+  median = {name: float(np.median(r)) for name, r in rates.items()}
+  print(f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; {args.rounds} alternating rounds of '
+        f'{args.steps} steps')
+  for name, extra in (('A', args.gin_param), ('B', args.gin_param + args.compare)):
+    print(f'{name}: {median[name]:6.0f} env steps/s (rounds: {", ".join(f"{r:.0f}" for r in rates[name])}); '
+          f'bindings {extra}')
+  print(f'B / A = {median["B"] / median["A"]:.2f}')
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--config', default='configs/ant_maze.gin')
   parser.add_argument('--steps', type=int, default=2000, help='environment steps per timed phase')
   parser.add_argument('--gin_param', action='append', default=[])
+  parser.add_argument('--compare', action='append', default=[], help='bindings of configuration B (side by side)')
+  parser.add_argument('--rounds', type=int, default=5, help='alternating rounds with --compare')
   args = parser.parse_args()
+  if args.compare:
+    compare(args)
+    return
   steps = args.steps
   with tempfile.TemporaryDirectory() as train_dir:
     loop = build_loop(args.config, ['train_uvf.seed = 0'] + args.gin_param, train_dir)

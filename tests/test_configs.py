@@ -89,6 +89,14 @@ def test_base_and_train_values_are_the_originals():
      (2, False, 1.0)),
     ('ant_maze_xy', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {'eval3': [0, 16]}, (2, False, 1.0)),
     ('ant_maze_repr', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {'eval3': [0, 16]}, (2, False, 5.0)),
+    ('ant_push_repr', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {'eval2': [0, 19]}, (2, False, 5.0)),
+    ('ant_fall_repr', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {'eval1': [0, 27, 4.5]}, (2, False, 5.0)),
+    ('ant_block_repr', 'AntBlock', ((-4, -4), (20, 20)), [3, 4], {'eval1': [16, 0], 'eval2': [16, 16],
+                                                                  'eval3': [0, 16]}, (2, False, 5.0)),
+    ('ant_block_maze_repr', 'AntBlockMaze', ((-4, -4), (12, 20)), [3, 4], {'eval1': [8, 0], 'eval2': [8, 16],
+                                                                           'eval3': [0, 16]}, (2, False, 5.0)),
+    ('point_maze_repr', 'PointMaze', ((-2, -2), (10, 10)), [0, 1], {'eval1': [8, 0], 'eval2': [8, 8],
+                                                                    'eval3': [0, 8]}, (2, False, 5.0)),
 ])
 def test_top_level_task_configs(config, env_name, meta_range, state_indices, evals, setting):
   parse(f'{config}.gin')
@@ -104,6 +112,8 @@ def test_top_level_task_configs(config, env_name, meta_range, state_indices, eva
   assert gin.query_parameter('%META_EXPLORE_NOISE') == meta_noise
   assert gin.query_parameter('%RESET_EPISODE_PERIOD') == 500
   assert gin.query_parameter('train_uvf.max_steps_per_episode') is not None
+  if config.endswith('_repr'):
+    assert gin.query_parameter('StatePreprocess.trainable') is True
 
 
 @pytest.mark.parametrize('config, expected', [

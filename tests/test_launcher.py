@@ -89,12 +89,16 @@ def test_impala_atari_starts(tmp_path):
 
 
 def test_original_hiro_eval_command_line(tmp_path):
+  """HIRO evaluation is built (issue #7): the original command line runs it; with no policy checkpoint in the
+  training directory (and no wait: checkpoint_timeout 0) it says where it looked, in one message."""
   result = run_script('run_eval.py', '--logtostderr', '--checkpoint_dir', 'exp/train', '--eval_dir', 'exp/eval',
                       '--config_file=configs/base_uvf.gin', '--config_file=configs/eval_uvf.gin',
                       '--config_file=context/configs/hiro_orig.gin', '--config_file=context/configs/ant_maze.gin',
-                      cwd=tmp_path)
-  assert result.returncode == launcher.EXIT_UNAVAILABLE, result.stderr
-  assert 'HIRO evaluation (issue #7) is not implemented yet' in result.stderr
+                      '--params=evaluate.checkpoint_timeout = 0', cwd=tmp_path)
+  assert result.returncode == launcher.EXIT_USAGE, result.stderr
+  assert 'not implemented' not in result.stderr and 'Traceback' not in result.stderr
+  assert 'no policy checkpoint in exp/train/policy' in result.stderr
+  assert 'save_policy_every_n_steps' in result.stderr
 
 
 def test_dmlab_config_without_deepmind_lab_says_what_to_install(tmp_path):

@@ -10,7 +10,8 @@ The loop (the original's `initialize_training_fn` and `TrainStep.train_step`):
      collection steps with the untrained noisy policies (global_step counts them);
   2. then per iteration: `num_collect_per_update` collection steps (uvf/collect.py), `num_updates_per_observation`
      low-level TD3 updates (batch `batch_size`, the low reward recomputed from the stored (s, g, s') on
-     StatePreprocess'd states, discounts gamma x the context discounts), and one meta update when global_step // N
+     StatePreprocess'd states, discounts gamma x the context discounts; with hiro_repr each is followed by one
+     representation update on a meta batch of its own), and one meta update when global_step // N
      changed during the iteration (N = num_collect_per_meta_update; also on the first iteration of a run, as the
      original's counter started at 0): a meta batch, its goals relabelled (`goal_sample_strategy`), reward = the
      stored sum x reward_scale_factor, discounts meta_gamma x the meta context discounts;
@@ -37,6 +38,7 @@ import tensorflow as tf
 
 from uvf import collect
 from uvf import off_policy_correction
+from uvf import representation
 from uvf.agents import ddpg_agent
 from uvf.environments import create_maze_env
 
@@ -79,14 +81,15 @@ class HiroTrainer(tf.Module):
   """Holds the agents, buffers, updates and counters of a run, and the compiled loop.
 
   Built by `train_uvf` (see its arguments). `run_steps(n, last_step)` runs n iterations of the loop in one call;
-  `collect_steps(n)` n collection steps only (the initial collection).
+  `collect_steps(n)` n collection steps only (the initial collection). With a trainable `state_preprocess`
+  (hiro_repr), `repr_optimizer` trains the representation once per low-level update (`repr_update`).
   """
 
   def __init__(self, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
                critic_optimizer, actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy,
                batch_size, gamma, meta_gamma, reward_scale_factor, target_update_period, num_updates_per_observation,
                num_collect_per_update, num_collect_per_meta_update, goal_sample_strategy, seed=None,
-               jit_compile=False, skip_delayed_actor_step=False):
+               jit_compile=False, skip_delayed_actor_step=False, repr_optimizer=None):
     super().__init__(name='hiro_trainer')
     self.uvf_agent, self.meta_agent = uvf_agent, meta_agent
     self.state_preprocess = state_preprocess
@@ -101,6 +104,12 @@ class HiroTrainer(tf.Module):
     self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
     self.num_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_episodes')
     self.num_resets = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_resets')
+    self.repr_update = None
+    if state_preprocess.trainable:
+      # The original built the repr optimizer first (its Adam beta powers are meta_2/beta{1,2}_power). The
+      # representation's variables and this optimizer live outside the strategy: it is updated in the loop itself.
+      _create_optimizer_slots(repr_optimizer, state_preprocess.get_trainable_vars())
+      self.repr_update = representation.RepresentationUpdate(state_preprocess, repr_optimizer, name='repr')
     with strategy.scope():
       self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_updates')
       self.num_meta_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_meta_updates')
@@ -142,7 +151,8 @@ class HiroTrainer(tf.Module):
   # Updates.
 
   def _low_level_update(self):
-    """One low-level TD3 update on a fresh batch. Returns dict of float32 scalars."""
+    """One low-level TD3 update on a fresh batch (with hiro_repr then one representation update, 'repr_loss').
+    Returns dict of float32 scalars."""
     states, actions, rewards, _, next_states, goals, next_goals = self.replay_buffer.get_random_batch(
         self._batch_size)
     average_step_reward = tf.reduce_mean(rewards)
@@ -153,8 +163,21 @@ class HiroTrainer(tf.Module):
     args = (self.uvf_agent.merged_states(states, [goals]), actions, context_rewards, discounts,
             self.uvf_agent.merged_states(next_states, [next_goals]), self.uvf_agent.target_noise(self._batch_size))
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.low_update), args=args))
-    return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-            'average_step_reward': average_step_reward}
+    metrics = {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
+               'average_step_reward': average_step_reward}
+    if self.repr_update is not None:
+      # The original added its repr train op to the low-level train op: one representation step per low-level
+      # update, after it here (the original's graph left them unordered), on a meta batch of its own.
+      metrics['repr_loss'] = tf.cond(self.meta_replay_buffer.num_adds > 0, self._representation_update,
+                                     lambda: tf.zeros([]))
+    return metrics
+
+  def _representation_update(self):
+    """One representation update on a fresh meta batch (the original dequeued one for each low-level train op,
+    separate from the meta update's). Returns the loss, float32 []."""
+    (states, _, _, _, next_states, low_states, low_actions, _,
+     _) = self.meta_replay_buffer.get_random_batch(self._batch_size)
+    return self.repr_update(states, next_states, low_actions, low_states)['loss']
 
   def _meta_level_update(self):
     """One meta TD3 update on a fresh meta batch with relabelled goals. Returns dict of float32 scalars."""
@@ -202,12 +225,15 @@ class HiroTrainer(tf.Module):
 
     Returns:
       dict of float32 scalars: the losses and average stored rewards of the last low-level and meta updates
-      ('nometa/...', 'meta/...'), and 'meta_updates' (int64, meta updates in this call). Without
+      ('nometa/...', 'meta/...'), with hiro_repr the last representation loss ('repr/loss'), and 'meta_updates'
+      (int64, meta updates in this call). Without
       `inline_meta_update` the meta update is left to the caller (`meta_step`).
     """
     zero = tf.zeros([])
     metrics = {'nometa/critic_loss': zero, 'nometa/actor_loss': zero, 'nometa/average_step_reward': zero,
                'meta/critic_loss': zero, 'meta/actor_loss': zero, 'meta/average_step_reward': zero}
+    if self.repr_update is not None:
+      metrics['repr/loss'] = zero
     meta_updates = tf.constant(0, tf.int64)
     for _ in tf.range(num_steps):
       for _ in range(self._num_collect_per_update - 1):
@@ -215,7 +241,8 @@ class HiroTrainer(tf.Module):
       for _ in range(self._num_updates_per_observation - 1):
         self._low_level_update()
       self.collector.step()
-      low = {'nometa/' + k: v for k, v in self._low_level_update().items()}  # the buffer holds >= 1 element now
+      low = self._low_level_update()  # the buffer holds >= 1 element now
+      low = {('repr/loss' if k == 'repr_loss' else 'nometa/' + k): v for k, v in low.items()}
       step = self.global_step.read_value()
       meta = {k: v for k, v in metrics.items() if k.startswith('meta/')}
       if self.inline_meta_update:
@@ -240,13 +267,17 @@ class HiroTrainer(tf.Module):
                                         self.num_episodes, self.num_resets)
 
   def full_checkpoint(self):
-    """The `tf.train.Checkpoint` of everything a restart needs."""
+    """The `tf.train.Checkpoint` of everything a restart needs (with hiro_repr also the representation's networks,
+    `all_embed`, its sampling generator and the repr optimizer)."""
+    extra = {}
+    if self.repr_update is not None:
+      extra = {'state_preprocess': self.state_preprocess, 'repr': self.repr_update.optimizer}
     return tf.train.Checkpoint(
         uvf_agent=self.uvf_agent, meta_agent=self.meta_agent, replay_buffer=self.replay_buffer,
         meta_replay_buffer=self.meta_replay_buffer, collector=self.collector, relabeler=self.relabeler,
         low_update=self.low_update, meta_update=self.meta_update, global_step=self.global_step,
         num_episodes=self.num_episodes, num_resets=self.num_resets, num_updates=self.num_updates,
-        num_meta_updates=self.num_meta_updates, **self.optimizers)
+        num_meta_updates=self.num_meta_updates, **self.optimizers, **extra)
 
 
 def build_agents(environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class,
@@ -273,6 +304,9 @@ def build_agents(environment, agent_class, meta_agent_class, state_preprocess_cl
       uvf_agent.set_meta_agent(agent=meta_agent)
   with tf.name_scope('state_preprocess'):
     state_preprocess = state_preprocess_class()
+    # hiro_repr: phi on observations [O], psi on the c low-level actions [c * A] and the observation.
+    state_preprocess.build(observation_spec[0].shape[0], action_spec[0].shape[0],
+                           uvf_agent.tf_context.meta_action_every_n)
   with tf.name_scope('inverse_dynamics'):
     inverse_dynamics = inverse_dynamics_class(meta_agent.sub_context_as_action_specs[0])
   return meta_agent, uvf_agent, state_preprocess, inverse_dynamics
@@ -307,17 +341,21 @@ def _reseed(trainer, seed):
         for sampler in context._samplers[mode]:  # pylint: disable=protected-access
           if isinstance(getattr(sampler, '_rng', None), tf.random.Generator):
             generators.append(sampler._rng)  # pylint: disable=protected-access
+  if trainer.state_preprocess.rng is not None:
+    generators.append(trainer.state_preprocess.rng)  # hiro_repr: the representation loss's index sampling
   for i, generator in enumerate(generators):
     generator.reset_from_seed(seed * 1000 + 10 + i)
 
 
 def _restore_low_level(trainer, load_path):
-  """The original's `load_path`: the low-level actor and critics from a checkpoint holding their TF1 names (an
-  original TF1 checkpoint, or a policy checkpoint of this port)."""
+  """The original's `load_path`: the low-level actor and critics (and with hiro_repr the representation, as the
+  original's `lowlevel_saver`) from a checkpoint holding their TF1 names (an original TF1 checkpoint, or a policy
+  checkpoint of this port)."""
   reader = tf.train.load_checkpoint(load_path)
   keys = set(reader.get_variable_to_shape_map())
   restored = 0
-  for name, variable in trainer.uvf_agent.variables_by_tf1_name().items():
+  low_level = dict(trainer.uvf_agent.variables_by_tf1_name(), **trainer.state_preprocess.variables_by_tf1_name())
+  for name, variable in low_level.items():
     if '/target_' in name:
       continue
     escaped = 'variables/' + name.replace('.', '..').replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE'
@@ -428,10 +466,11 @@ def train_uvf(train_dir,
     train_dir: the run directory.
     environment: the maze `PyEnvironment` (gin: @create_maze_env()).
     agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class: UvfAgent, MetaAgent,
-      StatePreprocess (StatePreprocess.trainable = True, hiro_repr, is issue #7), InverseDynamics.
+      StatePreprocess (StatePreprocess.trainable = True: hiro_repr's learned representation), InverseDynamics.
     replay_buffer, meta_replay_buffer: `CircularBuffer`s (200000 each).
     critic_optimizer, actor_optimizer, meta_critic_optimizer, meta_actor_optimizer: the four Adam optimizers.
-    repr_optimizer: the representation's optimizer (issue #7; unused here).
+    repr_optimizer: the representation's optimizer (hiro_repr; @repr/AdamOptimizer(), lr 1e-4); unused when
+      StatePreprocess is not trainable.
     batch_size: B of both levels' updates (100).
     num_episodes_train: the run stops at num_episodes_train x max_steps_per_episode + 100 environment steps.
     initial_episodes / initial_steps: collection before the first update (5 x 500 steps).
@@ -463,7 +502,7 @@ def train_uvf(train_dir,
   Returns:
     The final global step (int).
   """
-  del num_bin_actions, repr_optimizer, prefetch_queue_capacity, replay_context_ratio, next_state_as_context_ratio
+  del num_bin_actions, prefetch_queue_capacity, replay_context_ratio, next_state_as_context_ratio
   del state_index, zero_timer_ratio, timer_index, debug, summarize_gradients
   _check_arguments(**{k: v for k, v in locals().items() if k != 'train_dir'})
   if replay_num_steps != 1 or meta_replay_num_steps != 1:
@@ -491,7 +530,7 @@ def train_uvf(train_dir,
       actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy, batch_size, gamma, meta_gamma,
       reward_scale_factor, target_update_period, num_updates_per_observation, num_collect_per_update,
       num_collect_per_meta_update, goal_sample_strategy, seed=seed, jit_compile=jit_compile,
-      skip_delayed_actor_step=skip_delayed_actor_step)
+      skip_delayed_actor_step=skip_delayed_actor_step, repr_optimizer=repr_optimizer)
   if seed is not None:
     _reseed(trainer, seed)
   loop = TrainingLoop(
@@ -588,6 +627,8 @@ class TrainingLoop(object):
         tf.summary.scalar(f'{name}/Reward/average_step_reward', metrics[f'{name}/average_step_reward'])
         tf.summary.scalar(f'{name}/critic_loss', metrics[f'{name}/critic_loss'])
         tf.summary.scalar(f'{name}/actor_loss', metrics[f'{name}/actor_loss'])
+      if 'repr/loss' in metrics:
+        tf.summary.scalar('repr/loss', metrics['repr/loss'])
       finished = int(min(t.num_episodes.numpy(), collect.EPISODE_HISTORY))
       if finished:
         tf.summary.scalar('avg_episode_final_distance',

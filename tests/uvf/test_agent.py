@@ -71,11 +71,6 @@ def test_state_preprocess():
   np.testing.assert_array_equal(preprocess(tf.constant(states)).numpy(), states[:, :15])
   np.testing.assert_array_equal(preprocess(tf.constant(states[0])).numpy(), states[0, :15])
   assert preprocess.get_trainable_vars() == []
-  with pytest.raises(NotImplementedError, match='#7'):
+  # The trainable one (hiro_repr) needs the network factories: tests/uvf/test_representation.py.
+  with pytest.raises(ValueError, match='network factories'):
     representation.StatePreprocess(trainable=True)
-
-
-def test_hiro_repr_fails_clearly(tmp_path):
-  bindings = hiro_fixtures.small_bindings() + ["StatePreprocess.trainable = True"]
-  with pytest.raises(NotImplementedError, match='issue #7'):
-    hiro_fixtures.run_training(tmp_path, bindings)
