@@ -2,6 +2,7 @@
 
   .venv/bin/python benchmarks/impala_learner.py                       # batch 32 x unroll 100, 72x96 frames
   TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python benchmarks/impala_learner.py   # without oneDNN (closer to TF 1.9)
+  .venv/bin/python benchmarks/impala_learner.py --skip_vtrace --strategy default,mirrored   # side by side
 
 Prints:
   * `vtrace.from_logits` at T=100, B=32, 9 actions: op by op (eager), `tf.function`, and XLA (`jit_compile=True`,
@@ -9,6 +10,10 @@ Prints:
   * the learner step (`Learner.train_step`: unroll of T + 1 steps, V-trace, losses, gradients, RMSProp) on random
     uint8 frames: seconds per step and environment frames per second, frames = batch x unroll x 4 action repeats,
     after a warm-up step that traces and compiles; and whether the whole step compiles with `jit_compile=True`.
+    With `--strategy`, the learner step under each named `tf.distribute` strategy (`learner.make_strategy`), on the
+    same batch, the timed steps of the strategies interleaved (fair on a shared machine): 'mirrored' spans the local
+    GPUs, or, without a GPU, `--num_cpu_devices` logical CPU devices (the CPU is split before TensorFlow
+    initialises its devices; the default strategy then still uses one).
 
 Reference (reference/anchors.md, the original TF 1.9 on a 2-core CPU): `vtrace.from_logits` 1.7-2.0 ms; learner
 step alone 211-226 / 253 / 285 frames/s at batch 2 / 4 / 8.
@@ -16,9 +21,11 @@ step alone 211-226 / 253 / 285 frames/s at batch 2 / 4 / 8.
 
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # The repository root.
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -81,21 +88,47 @@ def random_batch(batch_size, unroll_length, num_actions, seed=0):
   return agent_state, env_outputs, agent_outputs
 
 
-def benchmark_learner(batch_size, unroll_length, steps, num_actions=9):
-  """Seconds per learner step (median of `steps` after one warm-up step) and environment frames per second."""
-  learner = learner_lib.Learner(agent_lib.Agent(num_actions))
+def benchmark_learners(batch_size, unroll_length, steps, strategies=('default',), num_actions=9):
+  """Learner step timings under each strategy, on the same batch, with the timed steps interleaved.
+
+  Each strategy gets a learner (agent and learner built under its scope) and a warm-up step that traces and
+  compiles; then `steps` rounds each time one step of every learner in turn, so that the load of a shared machine
+  weighs on all of them alike.
+
+  Args:
+    strategies: `learner.make_strategy` names.
+
+  Returns:
+    {name: (warm-up seconds, seconds per step (median of `steps`), environment frames per second, replicas)}.
+  """
   batch = random_batch(batch_size, unroll_length, num_actions)
-  start = time.perf_counter()
-  learner.step(*batch)['total_loss'].numpy()
-  warmup_s = time.perf_counter() - start
-  times = []
-  for _ in range(steps):
+  learners, warmup_s, times = {}, {}, {}
+  for name in strategies:
+    strategy = learner_lib.make_strategy(name)
+    with strategy.scope():
+      learners[name] = learner_lib.Learner(agent_lib.Agent(num_actions))
     start = time.perf_counter()
-    learner.step(*batch)['total_loss'].numpy()
-    times.append(time.perf_counter() - start)
-  step_s = float(np.median(times))
-  assert learner.train_step.experimental_get_tracing_count() == 1
-  return warmup_s, step_s, batch_size * unroll_length * NUM_ACTION_REPEATS / step_s
+    learners[name].step(*batch)['total_loss'].numpy()
+    warmup_s[name] = time.perf_counter() - start
+    times[name] = []
+  for _ in range(steps):
+    for name, learner in learners.items():
+      start = time.perf_counter()
+      learner.step(*batch)['total_loss'].numpy()
+      times[name].append(time.perf_counter() - start)
+  results = {}
+  for name, learner in learners.items():
+    assert learner.train_step.experimental_get_tracing_count() == 1
+    step_s = float(np.median(times[name]))
+    results[name] = (warmup_s[name], step_s, batch_size * unroll_length * NUM_ACTION_REPEATS / step_s,
+                     learner.num_replicas)
+  return results
+
+
+def benchmark_learner(batch_size, unroll_length, steps, num_actions=9, strategy='default'):
+  """Warm-up seconds, seconds per learner step (median of `steps` after the warm-up step), environment frames per
+  second, and the number of replicas, under one strategy (`benchmark_learners`)."""
+  return benchmark_learners(batch_size, unroll_length, steps, (strategy,), num_actions)[strategy]
 
 
 def try_jit_learner(num_actions=9):
@@ -119,20 +152,37 @@ def main():
   parser.add_argument('--steps', type=int, default=3, help='timed learner steps after the warm-up step')
   parser.add_argument('--vtrace_calls', type=int, default=200)
   parser.add_argument('--skip_learner', action='store_true')
+  parser.add_argument('--skip_vtrace', action='store_true')
+  parser.add_argument('--strategy', default='default',
+                      help='comma-separated tf.distribute strategies to time the learner under, interleaved: '
+                           f'{", ".join(learner_lib.STRATEGIES)}')
+  parser.add_argument('--num_cpu_devices', type=int, default=2,
+                      help='logical CPU devices for the mirrored strategy when there is no GPU')
   args = parser.parse_args()
+  strategies = args.strategy.split(',')
+  for name in strategies:
+    if name not in learner_lib.STRATEGIES:
+      parser.error(f'unknown strategy {name!r}; the choices are {", ".join(learner_lib.STRATEGIES)}')
+  if 'mirrored' in strategies and not tf.config.list_physical_devices('GPU') and args.num_cpu_devices > 1:
+    # Before anything initialises TensorFlow's devices.
+    tf.config.set_logical_device_configuration(tf.config.list_physical_devices('CPU')[0],
+                                               [tf.config.LogicalDeviceConfiguration()] * args.num_cpu_devices)
 
   print(f'TensorFlow {tf.__version__}, TF_ENABLE_ONEDNN_OPTS={os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}, '
         f'{os.cpu_count()} CPUs')
-  vtrace_ms = benchmark_vtrace(calls=args.vtrace_calls)
-  print('vtrace.from_logits T=100 B=32 A=9, median ms per call: ' +
-        ', '.join(f'{mode} {ms:.3f}' for mode, ms in vtrace_ms.items()) + ' (original TF 1.9: 1.7-2.0)')
+  if not args.skip_vtrace:
+    vtrace_ms = benchmark_vtrace(calls=args.vtrace_calls)
+    print('vtrace.from_logits T=100 B=32 A=9, median ms per call: ' +
+          ', '.join(f'{mode} {ms:.3f}' for mode, ms in vtrace_ms.items()) + ' (original TF 1.9: 1.7-2.0)')
   if args.skip_learner:
     return
-  print(f'learner train_step with jit_compile=True: {try_jit_learner()}')
-  warmup_s, step_s, frames_per_s = benchmark_learner(args.batch_size, args.unroll_length, args.steps)
-  print(f'learner batch {args.batch_size} x unroll {args.unroll_length} (72x96 frames): warm-up {warmup_s:.1f} s, '
-        f'{step_s:.2f} s per step (median of {args.steps}), {frames_per_s:.0f} environment frames/s '
-        f'(original TF 1.9, batch 2-8: 211-285)')
+  if strategies == ['default']:
+    print(f'learner train_step with jit_compile=True: {try_jit_learner()}')
+  results = benchmark_learners(args.batch_size, args.unroll_length, args.steps, strategies)
+  for name, (warmup_s, step_s, frames_per_s, replicas) in results.items():
+    print(f'learner [{name}, {replicas} replica{"s" if replicas > 1 else ""}] batch {args.batch_size} x unroll '
+          f'{args.unroll_length} (72x96 frames): warm-up {warmup_s:.1f} s, {step_s:.2f} s per step (median of '
+          f'{args.steps}), {frames_per_s:.0f} environment frames/s (original TF 1.9, batch 2-8: 211-285)')
 
 
 if __name__ == '__main__':

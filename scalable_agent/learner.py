@@ -11,13 +11,69 @@ One step, as the original `build_learner` (experiment.py):
   5. One RMSProp step with TF1 semantics (`RMSProp` below) at lr(f) = learning_rate * (1 - min(f, F) / F), f the
      environment frames so far and F = total_environment_frames; no gradient clipping.
   6. num_environment_frames += B * T * num_action_repeats (environment frames, not agent steps).
+
+Under a `tf.distribute` strategy (`make_strategy`; docs/impala_distributed_learner.md) the variables are mirrored,
+each replica runs 1-4 on its B / R columns of the batch, the gradients are all-reduced with SUM (the loss is a sum
+over T and B, so the sum of the shards' gradients is the whole batch's gradient), every replica applies the same
+update 5 to its copy, and 6 runs once, by the whole batch's frames. Without a strategy (or with the default one)
+the step is the single-device one, op for op.
 """
+
+import contextlib
 
 import tensorflow as tf
 
 from scalable_agent import vtrace
 
 REWARD_CLIPPING_MODES = ('abs_one', 'soft_asymmetric')
+STRATEGIES = ('default', 'mirrored', 'tpu')
+
+
+def make_strategy(name, devices=None, tpu=None):
+  """A `tf.distribute.Strategy` for the learner, by name.
+
+  Args:
+    name: 'default': the default strategy (one device, no replication: the single-device learner).
+      'mirrored': `tf.distribute.MirroredStrategy` (synchronous data parallelism on one machine) over `devices`, or
+      over all local GPUs, or, when there is no GPU, over all logical CPU devices (split the CPU with
+      `tf.config.set_logical_device_configuration` before TensorFlow initialises its devices to get several).
+      'tpu': `tf.distribute.TPUStrategy` on the TPU found by `TPUClusterResolver(tpu)` (the TPU system is
+      initialised here).
+    devices: 'mirrored' only: optional list of device names, e.g. ['/gpu:0', '/gpu:1'] or ['/cpu:0', '/cpu:1'].
+    tpu: 'tpu' only: the TPU name or grpc:// address given to `TPUClusterResolver` ('local' on a TPU VM); None:
+      `TPUClusterResolver`'s own discovery (the TPU_NAME environment variable, Cloud TPU metadata).
+
+  Returns:
+    the strategy. Build the `Agent` and the `Learner` under its `scope()`: the learner runs under it.
+
+  Raises:
+    ValueError: an unknown name (the message lists the choices), `devices` given for another strategy than
+      'mirrored', or 'default' asked for inside another strategy's scope.
+    RuntimeError: 'tpu' when no TPU can be reached (the resolver's or TPU initialisation's error is chained).
+  """
+  if name not in STRATEGIES:
+    raise ValueError(f'unknown strategy {name!r}; the choices are {", ".join(STRATEGIES)}.')
+  if devices is not None and name != 'mirrored':
+    raise ValueError(f'devices are only for the mirrored strategy, not {name!r}.')
+  if name == 'default':
+    if tf.distribute.has_strategy():
+      raise ValueError('make_strategy("default") inside another strategy\'s scope: call it outside any scope.')
+    return tf.distribute.get_strategy()
+  if name == 'mirrored':
+    if devices is None:
+      devices = [d.name for d in tf.config.list_logical_devices('GPU')] or [
+          d.name for d in tf.config.list_logical_devices('CPU')]
+    # Without GPUs MirroredStrategy picks ReductionToOneDevice for the all-reduce itself; with GPUs, NCCL.
+    return tf.distribute.MirroredStrategy(devices=list(devices))
+  try:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+  except (ValueError, RuntimeError, tf.errors.OpError) as e:
+    raise RuntimeError(f'no TPU reachable for the tpu strategy (tpu={tpu!r}): {type(e).__name__}: '
+                       f'{str(e).strip().splitlines()[0]} Give the TPU name or grpc:// address (tpu=..., \'local\' '
+                       'on a TPU VM), or use the default or mirrored strategy.') from e
+  return tf.distribute.TPUStrategy(resolver)
 
 
 def clip_rewards(rewards, reward_clipping):
@@ -180,6 +236,14 @@ class Learner(tf.Module):
     learner = Learner(agent)                         # hyper-parameters: the original flags and defaults
     metrics = learner.step(agent_state, env_outputs, agent_outputs)   # Python: builds once, then `train_step`
 
+  Under a `tf.distribute` strategy (several GPUs, a TPU), the agent and the learner are built under its scope; the
+  learner runs under the strategy of the scope it is built in (as Keras models do):
+    strategy = make_strategy('mirrored')
+    with strategy.scope():
+      agent = Agent(num_actions)
+      learner = Learner(agent)
+    metrics = learner.step(agent_state, env_outputs, agent_outputs)   # the same whole batch, the same metrics
+
   `train_step` is the compiled `tf.function`; it is traced once per input shape. `step` creates the optimizer slots
   (eagerly) before its first call, so that `train_step` never creates variables. It is a graph function, not
   `jit_compile=True`: XLA cannot compile the agent's tf.string instruction input and string ops (V-trace inside it is
@@ -191,7 +255,8 @@ class Learner(tf.Module):
                learning_rate=0.00048, decay=.99, momentum=0., epsilon=.1, total_environment_frames=int(1e9),
                num_action_repeats=4, name='learner'):
     """Args (the original flags, same names and defaults):
-      agent: an `scalable_agent.agent.Agent` (its variables exist after construction).
+      agent: an `scalable_agent.agent.Agent` (its variables exist after construction), built under the same
+        strategy scope as the learner.
       entropy_cost: weight of the entropy loss.
       baseline_cost: weight of the baseline loss.
       discounting: discount per agent step.
@@ -205,13 +270,30 @@ class Learner(tf.Module):
       num_action_repeats: environment frames per agent step, for the frame counter.
       name: module name.
 
+    The learner runs under `tf.distribute.get_strategy()` at construction: the default strategy outside any scope
+    (the single-device step), else the strategy whose `scope()` encloses the construction (`make_strategy`): its
+    variables (RMSProp slots, frame counter) are then created under that scope, each batch is split across the
+    replicas along the batch axis and the gradients are summed across them.
+
     Raises:
-      ValueError: an unknown reward_clipping, or total_environment_frames < 1.
+      ValueError: an unknown reward_clipping, total_environment_frames < 1, or agent variables that were not created
+        under the learner's strategy scope.
     """
     super().__init__(name=name)
     _check_reward_clipping(reward_clipping)
     if total_environment_frames < 1:
       raise ValueError(f'total_environment_frames must be >= 1 (the decay horizon), got {total_environment_frames}.')
+    self._strategy = tf.distribute.get_strategy()
+    self._distributed = tf.distribute.has_strategy()
+    if self._distributed:
+      outside = [v.name for v in agent.variables if not self._strategy.extended.variable_created_in_scope(v)]
+      if outside:
+        raise ValueError(f'{len(outside)} agent variables (e.g. {outside[0]}) were not created under the scope of '
+                         f'the learner\'s {type(self._strategy).__name__}: build the Agent inside the same '
+                         '`with strategy.scope():` as the Learner.')
+    elif any(isinstance(v, tf.distribute.DistributedValues) for v in agent.variables):
+      raise ValueError('the agent\'s variables are distributed (the Agent was built under a strategy scope) but the '
+                       'Learner was not: build the Learner inside the same `with strategy.scope():`.')
     self.agent = agent
     self.entropy_cost = entropy_cost
     self.baseline_cost = baseline_cost
@@ -220,10 +302,22 @@ class Learner(tf.Module):
     self.initial_learning_rate = learning_rate
     self.total_environment_frames = int(total_environment_frames)
     self.num_action_repeats = num_action_repeats
-    # The global step, in environment frames: the original's `num_environment_frames` (int64, not trainable).
-    self.num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
-    self.optimizer = RMSProp(self.learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
-    self.optimizer.create_slots(agent.trainable_variables)
+    # Already in the strategy's scope when distributed: made explicit, since the slots must be created in it.
+    with self._strategy.scope() if self._distributed else contextlib.nullcontext():
+      # The global step, in environment frames: the original's `num_environment_frames` (int64, not trainable).
+      self.num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
+      self.optimizer = RMSProp(self.learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
+      self.optimizer.create_slots(agent.trainable_variables)
+
+  @property
+  def strategy(self):
+    """The `tf.distribute.Strategy` the learner runs under (the default strategy for the single-device learner)."""
+    return self._strategy
+
+  @property
+  def num_replicas(self):
+    """Replicas the batch is split across (1 for the single-device learner)."""
+    return self._strategy.num_replicas_in_sync
 
   def learning_rate(self):
     """The learning rate at the current frame count, float32 scalar."""
@@ -231,9 +325,23 @@ class Learner(tf.Module):
                                       self.total_environment_frames)
 
   def step(self, agent_state, env_outputs, agent_outputs):
-    """One training step (see `train_step`); creates any missing optimizer slots first, eagerly."""
-    self.optimizer.create_slots(self.agent.trainable_variables)
+    """One training step (see `train_step`); creates any missing optimizer slots first, eagerly.
+
+    Raises:
+      ValueError: under a distributing strategy, a batch size that its number of replicas does not divide.
+    """
+    if self._distributed:
+      self._check_batch_size(agent_outputs.action.shape[1])
+      with self._strategy.scope():
+        self.optimizer.create_slots(self.agent.trainable_variables)
+    else:
+      self.optimizer.create_slots(self.agent.trainable_variables)
     return self.train_step(agent_state, env_outputs, agent_outputs)
+
+  def _check_batch_size(self, batch_size):
+    if batch_size is not None and batch_size % self.num_replicas:
+      raise ValueError(f'the batch size {batch_size} is not divisible by the {self.num_replicas} replicas of the '
+                       f'{type(self._strategy).__name__}: use a batch size that is a multiple of {self.num_replicas}.')
 
   @tf.function
   def train_step(self, agent_state, env_outputs, agent_outputs):
@@ -247,43 +355,99 @@ class Learner(tf.Module):
       agent_outputs: AgentOutput(action int32, policy_logits float32 [.., A], baseline float32) of the actors,
         time-major [T + 1, B, ...]; action[t] is the action that led to env_outputs[t].
 
+    Under a distributing strategy these are the whole batch too: replica r trains on columns [r B / R, (r + 1) B / R)
+    of it (B must be a multiple of the number of replicas R).
+
     Returns:
       dict of scalars: total_loss, pg_loss, baseline_loss, entropy_loss (unweighted sums over T and B; total_loss
-      weights them), learning_rate (the one used by this update) and num_environment_frames (int64, after it).
+      weights them), learning_rate (the one used by this update) and num_environment_frames (int64, after it). Under
+      a distributing strategy the losses are summed over the replicas (the whole batch's sums).
     """
-    actions = tf.cast(agent_outputs.action, tf.int32)
+    if self._distributed:
+      return self._distributed_train_step(agent_state, env_outputs, agent_outputs)
     variables = self.agent.trainable_variables
     with tf.GradientTape() as tape:
-      learner_outputs, _ = self.agent.unroll(actions, env_outputs, agent_state)
-
-      # Bootstrap from the last baseline, then shift so that index t pairs x_t with a_t and what followed a_t.
-      bootstrap_value = learner_outputs.baseline[-1]
-      behaviour_logits = agent_outputs.policy_logits[1:]
-      actions = actions[1:]
-      rewards, done = env_outputs.reward[1:], env_outputs.done[1:]
-      learner_logits, learner_baseline = learner_outputs.policy_logits[:-1], learner_outputs.baseline[:-1]
-
-      clipped_rewards = clip_rewards(rewards, self.reward_clipping)
-      discounts = tf.cast(~done, tf.float32) * self.discounting
-
-      # vs and pg_advantages are stop-gradient'ed inside V-trace; stopping the inputs too changes no gradient and
-      # spares the tape the backward pass of the compiled V-trace.
-      vtrace_returns = vtrace.from_logits(
-          behaviour_policy_logits=behaviour_logits, target_policy_logits=tf.stop_gradient(learner_logits),
-          actions=actions, discounts=discounts, rewards=clipped_rewards,
-          values=tf.stop_gradient(learner_baseline), bootstrap_value=tf.stop_gradient(bootstrap_value))
-
-      pg_loss = compute_policy_gradient_loss(learner_logits, actions, vtrace_returns.pg_advantages)
-      baseline_loss = compute_baseline_loss(vtrace_returns.vs - learner_baseline)
-      entropy_loss = compute_entropy_loss(learner_logits)
-      total_loss = pg_loss + self.baseline_cost * baseline_loss + self.entropy_cost * entropy_loss
-
+      losses = self._losses(agent_state, env_outputs, agent_outputs)
     learning_rate = self.learning_rate()  # Read before the frame counter moves, as the original.
-    gradients = tape.gradient(total_loss, variables)
+    gradients = tape.gradient(losses['total_loss'], variables)
     self.optimizer.apply_gradients(zip(gradients, variables))
     # B * T * num_action_repeats; tf.function orders this after the update, like the original's control dependency.
+    self.num_environment_frames.assign_add(self._batch_frames(agent_outputs))
+    return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames))
+
+  def _batch_frames(self, agent_outputs):
+    """B * T * num_action_repeats, int64, for a batch of T + 1 steps."""
+    actions = agent_outputs.action[1:]
     batch_size, unroll_length = tf.shape(actions, out_type=tf.int64)[1], tf.shape(actions, out_type=tf.int64)[0]
-    self.num_environment_frames.assign_add(batch_size * unroll_length * self.num_action_repeats)
+    return batch_size * unroll_length * self.num_action_repeats
+
+  def _losses(self, agent_state, env_outputs, agent_outputs):
+    """Steps 1-4 of the module docstring on a batch (or a replica's shard): dict of the four scalar loss sums."""
+    actions = tf.cast(agent_outputs.action, tf.int32)
+    learner_outputs, _ = self.agent.unroll(actions, env_outputs, agent_state)
+
+    # Bootstrap from the last baseline, then shift so that index t pairs x_t with a_t and what followed a_t.
+    bootstrap_value = learner_outputs.baseline[-1]
+    behaviour_logits = agent_outputs.policy_logits[1:]
+    actions = actions[1:]
+    rewards, done = env_outputs.reward[1:], env_outputs.done[1:]
+    learner_logits, learner_baseline = learner_outputs.policy_logits[:-1], learner_outputs.baseline[:-1]
+
+    clipped_rewards = clip_rewards(rewards, self.reward_clipping)
+    discounts = tf.cast(~done, tf.float32) * self.discounting
+
+    # vs and pg_advantages are stop-gradient'ed inside V-trace; stopping the inputs too changes no gradient and
+    # spares the tape the backward pass of the compiled V-trace.
+    vtrace_returns = vtrace.from_logits(
+        behaviour_policy_logits=behaviour_logits, target_policy_logits=tf.stop_gradient(learner_logits),
+        actions=actions, discounts=discounts, rewards=clipped_rewards,
+        values=tf.stop_gradient(learner_baseline), bootstrap_value=tf.stop_gradient(bootstrap_value))
+
+    pg_loss = compute_policy_gradient_loss(learner_logits, actions, vtrace_returns.pg_advantages)
+    baseline_loss = compute_baseline_loss(vtrace_returns.vs - learner_baseline)
+    entropy_loss = compute_entropy_loss(learner_logits)
+    total_loss = pg_loss + self.baseline_cost * baseline_loss + self.entropy_cost * entropy_loss
     return {'total_loss': total_loss, 'pg_loss': pg_loss, 'baseline_loss': baseline_loss,
-            'entropy_loss': entropy_loss, 'learning_rate': learning_rate,
-            'num_environment_frames': tf.identity(self.num_environment_frames)}
+            'entropy_loss': entropy_loss}
+
+  def _distributed_train_step(self, agent_state, env_outputs, agent_outputs):
+    """`train_step` under a distributing strategy (traced inside it): shard, replica steps, reduce, count frames."""
+    num_replicas = self.num_replicas
+    self._check_batch_size(agent_outputs.action.shape[1])  # The static batch size, at trace time.
+    batch_size = tf.shape(agent_outputs.action)[1]
+    tf.debugging.assert_equal(batch_size % num_replicas, 0,
+                              message=f'the batch size must be a multiple of the {num_replicas} replicas')
+    shard_size = batch_size // num_replicas
+
+    def shard(context):
+      start = context.replica_id_in_sync_group * shard_size
+      # agent_state is batch-major [B, ...]; every field of env_outputs and agent_outputs is time-major [T + 1, B, ...].
+      return (tf.nest.map_structure(lambda t: t[start:start + shard_size], agent_state),
+              tf.nest.map_structure(lambda t: t[:, start:start + shard_size], (env_outputs, agent_outputs)))
+
+    shards = self._strategy.experimental_distribute_values_from_function(shard)
+    losses, learning_rate = self._strategy.run(self._replica_step, args=shards)
+    # Sums over T and B of the shards: their sum is the whole batch's.
+    losses = {k: self._strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in losses.items()}
+    learning_rate = self._strategy.experimental_local_results(learning_rate)[0]  # The same on every replica.
+    # Once per step, by the whole batch (cross-replica context: every copy of the counter gets the same update).
+    self.num_environment_frames.assign_add(self._batch_frames(agent_outputs))
+    return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames))
+
+  def _replica_step(self, agent_state, shard):
+    """One replica's part of the step: its shard's losses and gradients, the SUM all-reduce, the RMSProp update."""
+    env_outputs, agent_outputs = shard
+    variables = self.agent.trainable_variables
+    with tf.GradientTape() as tape:
+      losses = self._losses(agent_state, env_outputs, agent_outputs)
+    learning_rate = self.learning_rate()  # Read before the frame counter moves, as the original.
+    gradients = tape.gradient(losses['total_loss'], variables)
+    pairs = [(g, v) for g, v in zip(gradients, variables) if g is not None]
+    # The loss is a SUM over T and B, so the whole batch's gradient is the SUM of the shards' gradients (a MEAN
+    # would divide the step by the number of replicas). IndexedSlices (the embedding) are gathered, and the
+    # optimizer's sparse update sums their duplicate rows as before.
+    summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in pairs])
+    # Every replica applies the same summed gradient to its own copy of each variable and slot (the handles of
+    # mirrored variables in replica context are the local copies), so the copies stay equal.
+    self.optimizer.apply_gradients(zip(summed, [v for _, v in pairs]))
+    return losses, learning_rate
