@@ -34,6 +34,19 @@ from absl import flags
 # TF_CPP_MIN_LOG_LEVEL=0 to see them.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+
+def default_headless_gl(environ=os.environ):
+  """Chooses MuJoCo's OpenGL back end when there is no display (rendering, evaluation videos): EGL where an NVIDIA
+  GPU is present, else OSMesa (Debian's libosmesa6). An explicit MUJOCO_GL / PYOPENGL_PLATFORM, or a display, wins.
+  `mujoco` reads the choice when it is first imported, so this runs at the launcher's import."""
+  if not environ.get('DISPLAY'):
+    gl = 'egl' if os.path.exists('/dev/nvidiactl') else 'osmesa'
+    environ.setdefault('MUJOCO_GL', gl)
+    environ.setdefault('PYOPENGL_PLATFORM', gl)
+
+
+default_headless_gl()
+
 REPO_ROOT = Path(__file__).resolve().parent
 CONFIG_DIR = REPO_ROOT / 'configs'
 # Where a relative config path is looked for when it is not found from the current directory. `configs/uvf` mirrors

@@ -441,7 +441,13 @@ def render_frames(env, recorded_qpos, recorded_subgoals, episode, targets, dista
   data = mujoco.MjData(model)
   model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
   model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-  renderer = mujoco.Renderer(model, height=height, width=width)
+  try:
+    renderer = mujoco.Renderer(model, height=height, width=width)
+  except Exception as e:  # pylint: disable=broad-except  (mujoco.FatalError and PyOpenGL errors)
+    raise EvalError(
+        f'Evaluation videos need MuJoCo rendering, which failed ({type(e).__name__}: {e}). Without a display set '
+        'MUJOCO_GL=egl (NVIDIA GPU) or MUJOCO_GL=osmesa PYOPENGL_PLATFORM=osmesa with Debian\'s libosmesa6 '
+        '(apt-get install libosmesa6) before starting; run_eval.py chooses one of them when neither is set.') from e
   try:
     # Shadows and reflections make OSMesa (CPU) rendering ~10x slower.
     renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
