@@ -19,6 +19,10 @@ Single-machine training (`task=-1`, reference impala.md sections 6 and 10), all 
 Policy lag: an unroll waits in the unroll queue or in a blocked actor while up to two batches are ahead of it (as
 the original's queue + staging area), so a batch is usually 1-2 learner steps behind the parameters it trains.
 
+Multi-machine training (`task >= 0`: `--job_name=learner --task=0` on one machine, `--job_name=actor --task=i
+--learner_address=HOST:PORT` on others, as the original's cluster) is in `scalable_agent.distributed`: the same
+Actor, unrolls, Learner, summaries and checkpoints, connected through a Reverb server on the learner.
+
 Units: "frames" are environment frames (agent steps x num_action_repeats), as the original counts them; an unroll
 has unroll_length agent steps and carries unroll_length + 1 (the first overlaps the previous unroll).
 """
@@ -85,6 +89,12 @@ class Settings:
   decay: float = .99
   momentum: float = 0.
   epsilon: float = .1
+  # Multi-machine training (issue #8; not flags of the original): scalable_agent/distributed.py.
+  learner_address: str = ''
+  reverb_port: int = 8000
+  connect_timeout_s: float = 60.
+  reconnect_timeout_s: float = 600.
+  distribution_strategy: str = 'default'
 
 
 @gin.configurable('experiment', module='scalable_agent', denylist=['logdir'])
@@ -110,15 +120,21 @@ def experiment(logdir,
                learning_rate=0.00048,
                decay=.99,
                momentum=0.,
-               epsilon=.1):
+               epsilon=.1,
+               learner_address='',
+               reverb_port=8000,
+               connect_timeout_s=60.,
+               reconnect_timeout_s=600.,
+               distribution_strategy='default'):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
     logdir: run directory: checkpoints and summaries (original flag `--logdir`).
     mode: 'train' or 'test'.
     test_num_episodes: episodes per level in test mode.
-    task: task id; -1 for single-machine training (the only mode here; distributed mode is issue #8).
-    job_name: 'learner' or 'actor'; ignored when task is -1.
+    task: task id; -1 for single-machine training, else the task of a multi-machine job: the learner is task 0,
+      actor i is task i (0 <= i < num_actors). See scalable_agent/distributed.py and docs/impala_distributed.md.
+    job_name: 'learner' or 'actor'; ignored when task is -1 (and in test mode).
     total_environment_frames: frames (agent steps x action repeats) to train for; also the horizon of the linear
       learning-rate decay.
     num_actors: number of actors (environments).
@@ -138,18 +154,30 @@ def experiment(logdir,
     decay: RMSProp decay.
     momentum: RMSProp momentum.
     epsilon: RMSProp epsilon.
+    learner_address: actor jobs: HOST:PORT of the learner's Reverb server (its host and reverb_port).
+    reverb_port: the learner job's Reverb server port; 0 picks a free one (logged).
+    connect_timeout_s: actor jobs: how long the first connection to the learner may take before the actor stops
+      with an error naming the address.
+    reconnect_timeout_s: actor jobs: how long an actor that lost its learner retries (with backoff) before it stops.
+    distribution_strategy: the learner's `tf.distribute` strategy: 'default' (one device), 'mirrored' (all local
+      GPUs) or 'tpu' (`learner.make_strategy`); in both single-machine and multi-machine training.
 
   Returns:
-    train: the final number of environment frames (int). test: the results dict written as JSON (see `test`).
+    train: the final number of environment frames (int), or for an actor job the number of unrolls it wrote.
+    test: the results dict written as JSON (see `test`).
 
   Raises:
     ValueError: an unknown mode or a bad setting.
-    NotImplementedError: task >= 0 (distributed training).
   """
   arguments = dict(locals())
   del arguments['logdir'], arguments['mode']
   settings = Settings(**arguments)
   if mode == 'train':
+    if settings.task >= 0:
+      from scalable_agent import distributed  # pylint: disable=g-import-not-at-top  (needs Reverb)
+      if settings.job_name == 'actor':
+        return distributed.run_actor(settings)
+      return distributed.run_learner(logdir, settings)
     return train(logdir, settings)
   if mode == 'test':
     return test(logdir, settings)
@@ -169,9 +197,14 @@ def preflight():
 
   Raises:
     environments.MissingDependencyError: the level needs DeepMind Lab and it is not installed.
-    ValueError: an unknown level.
+    ValueError: an unknown level, or a bad setting of a multi-machine job (`distributed.check_settings`).
   """
   environments.check_level_available(bound_value('level_name'))
+  if bound_value('task') >= 0 and bound_value('mode') == 'train':
+    from scalable_agent import distributed  # pylint: disable=g-import-not-at-top  (needs Reverb)
+    settings = Settings(**{field.name: bound_value(field.name) for field in dataclasses.fields(Settings)})
+    check_settings(settings)
+    distributed.check_settings(settings)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -338,21 +371,58 @@ def _environment_process(settings, level_name, seed, is_test):
   return py_process.PyProcess(constructor.env_type, **constructor.kwargs)
 
 
-def _make_agent(settings, level_name):
+def make_agent(settings, level_name):
+  """The `Agent` for a level's action set and frame size under `settings`."""
   constructor = environments.environment_constructor(
       level_name, seed=1, width=settings.width, height=settings.height, dataset_path=settings.dataset_path,
       num_action_repeats=settings.num_action_repeats)
   return agent_lib.Agent(constructor.num_actions, constructor.frame_shape)
 
 
-def _check_settings(settings):
-  if settings.task >= 0:
-    raise NotImplementedError(f'task={settings.task} asks for distributed training (job_name={settings.job_name!r}), '
-                              'which is issue #8; use task=-1 (the default) for single-machine training.')
+
+def make_agent_and_learner(settings, level_name):
+  """The agent and its `Learner` under the `distribution_strategy` (built in its scope unless 'default').
+
+  Returns:
+    (agent, learner).
+  """
+  if settings.distribution_strategy == 'default':
+    scope = contextlib.nullcontext()  # The single-device learner, as before strategies existed.
+  else:
+    scope = learner_lib.make_strategy(settings.distribution_strategy).scope()
+  with scope:
+    agent = make_agent(settings, level_name)
+    learner = learner_lib.Learner(
+        agent, entropy_cost=settings.entropy_cost, baseline_cost=settings.baseline_cost,
+        discounting=settings.discounting, reward_clipping=settings.reward_clipping,
+        learning_rate=settings.learning_rate, decay=settings.decay, momentum=settings.momentum,
+        epsilon=settings.epsilon, total_environment_frames=settings.total_environment_frames,
+        num_action_repeats=settings.num_action_repeats)
+  return agent, learner
+
+
+
+def check_settings(settings):
+  """Checks the settings every mode and job shares.
+
+  Raises:
+    ValueError: a count below 1 or an unknown distribution_strategy.
+  """
   for name in ('num_actors', 'batch_size', 'unroll_length', 'num_action_repeats', 'total_environment_frames',
                'test_num_episodes'):
     if getattr(settings, name) < 1:
       raise ValueError(f'{name} must be >= 1, got {getattr(settings, name)}.')
+  if settings.distribution_strategy not in learner_lib.STRATEGIES:
+    raise ValueError(f'distribution_strategy must be one of {", ".join(learner_lib.STRATEGIES)}; got '
+                     f'{settings.distribution_strategy!r}.')
+
+
+def _check_settings(settings, mode='train'):
+  if settings.task >= 0 and mode == 'train':
+    raise ValueError(f'train() is single-machine training (task=-1); task={settings.task} (job_name='
+                     f'{settings.job_name!r}) is a multi-machine job: run it with experiment() (run_train.py '
+                     '--job_name=... --task=...) or scalable_agent.distributed.run_learner / run_actor.')
+  check_settings(settings)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -489,6 +559,98 @@ class _Summaries:
     self._writer.close()
 
 
+class LearnerProgress:
+  """The learner's bookkeeping around its steps, shared by single-machine training (`train`) and the multi-machine
+  learner job (`distributed.run_learner`): restore or the first checkpoint, episode and metric summaries, progress
+  lines (frames/s, ETA), periodic checkpoints, and the checkpoint at the end or on an interrupt.
+
+  Usage: `frames = progress.start()`; return if `progress.done`; then per learner step
+  `frames = progress.after_step(metrics, episodes)`; finally `progress.finish()` (or `progress.interrupted()` in an
+  `except KeyboardInterrupt`) and `progress.close()`.
+  """
+
+  def __init__(self, logdir, settings, learner, manager, checkpoint_interval_s=CHECKPOINT_INTERVAL_S):
+    self._settings = settings
+    self._learner = learner
+    self._manager = manager
+    self._checkpoint_interval_s = checkpoint_interval_s
+    self._logdir = logdir
+    self.summaries = None
+    self.frames = self.start_frames = 0
+    self._steps = 0
+
+  @property
+  def done(self):
+    """Whether total_environment_frames is reached."""
+    return self.frames >= self._settings.total_environment_frames
+
+  def start(self):
+    """Restores the latest checkpoint (or writes the first one, as the original did at step 0), opens the
+    summaries; returns the frame counter (int)."""
+    restored = checkpoints.restore_latest(self._manager)
+    self.frames = self.start_frames = int(self._learner.num_environment_frames.numpy())
+    if restored:
+      logging.info('Restored %s: resuming at %d environment frames.', restored, self.frames)
+    else:
+      self._manager.save()
+    if self.done:
+      logging.info('Already trained for %d >= total_environment_frames = %d frames; nothing to do.', self.frames,
+                   self._settings.total_environment_frames)
+      return self.frames
+    self.summaries = _Summaries(self._logdir, self._settings)
+    self._start_time = self._last_progress_time = self._last_summary_time = time.monotonic()
+    self._last_checkpoint_time = self._start_time
+    self._last_progress_frames = self.frames
+    return self.frames
+
+  def after_step(self, metrics, episodes):
+    """Books one learner step: metrics (dict of NumPy values with 'num_environment_frames'), the episodes that
+    finished in its batch (`finished_episodes`). Returns the frame counter (int)."""
+    self._steps += 1
+    settings = self._settings
+    self.frames = frames = int(metrics['num_environment_frames'])
+    self.summaries.episodes(episodes, frames)
+    now = time.monotonic()
+    if now - self._last_summary_time >= SUMMARY_INTERVAL_S or self._steps == 1:
+      self.summaries.metrics(metrics, frames)
+      self._last_summary_time = now
+    if now - self._last_progress_time >= PROGRESS_INTERVAL_S:
+      rate = (frames - self._last_progress_frames) / (now - self._last_progress_time)
+      logging.info('Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
+                   'learning_rate %.3g, ETA %s.', frames, settings.total_environment_frames,
+                   100. * frames / settings.total_environment_frames, rate,
+                   (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'],
+                   metrics['learning_rate'],
+                   _format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
+      self._last_progress_time, self._last_progress_frames = now, frames
+      self.summaries.flush()
+    if now - self._last_checkpoint_time >= self._checkpoint_interval_s:
+      logging.info('Checkpoint: %s', self._manager.save())
+      self._last_checkpoint_time = now
+    self._last_metrics = metrics
+    return frames
+
+  def finish(self):
+    """The last summaries and checkpoint, and a log line with the run's speed."""
+    if self._steps:
+      self.summaries.metrics(self._last_metrics, self.frames)
+    elapsed = time.monotonic() - self._start_time
+    logging.info('Done: %d environment frames (%d in this run, %.0f frames/s). Checkpoint: %s', self.frames,
+                 self.frames - self.start_frames, (self.frames - self.start_frames) / max(elapsed, 1e-9),
+                 self._manager.save())
+
+  def interrupted(self):
+    """The checkpoint on Ctrl-C. Logs the counter, not `frames`: the interrupt may come inside a step, after the
+    update."""
+    path = self._manager.save()
+    logging.warning('Interrupted at %d environment frames. Checkpoint: %s',
+                    int(self._learner.num_environment_frames.numpy()), path)
+
+  def close(self):
+    if self.summaries is not None:
+      self.summaries.close()
+
+
 def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INTERVAL_S):
   """Single-machine training (module docstring) until total_environment_frames; resumes from logdir's checkpoint.
 
@@ -507,23 +669,11 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
   tf.random.set_seed(settings.seed)
   os.makedirs(logdir, exist_ok=True)
   levels = actor_levels(settings.level_name, settings.num_actors)
-  agent = _make_agent(settings, levels[0])
-  learner = learner_lib.Learner(
-      agent, entropy_cost=settings.entropy_cost, baseline_cost=settings.baseline_cost,
-      discounting=settings.discounting, reward_clipping=settings.reward_clipping,
-      learning_rate=settings.learning_rate, decay=settings.decay, momentum=settings.momentum,
-      epsilon=settings.epsilon, total_environment_frames=settings.total_environment_frames,
-      num_action_repeats=settings.num_action_repeats)
+  agent, learner = make_agent_and_learner(settings, levels[0])
   manager = checkpoints.make_checkpoint_manager(logdir, agent, learner.optimizer, learner.num_environment_frames)
-  restored = checkpoints.restore_latest(manager)
-  frames = int(learner.num_environment_frames.numpy())
-  if restored:
-    logging.info('Restored %s: resuming at %d environment frames.', restored, frames)
-  else:
-    manager.save()  # The original also wrote one at step 0.
-  if frames >= settings.total_environment_frames:
-    logging.info('Already trained for %d >= total_environment_frames = %d frames; nothing to do.', frames,
-                 settings.total_environment_frames)
+  progress = LearnerProgress(logdir, settings, learner, manager, checkpoint_interval_s)
+  frames = progress.start()  # The original also wrote a checkpoint at step 0.
+  if progress.done:
     return frames
 
   @dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=settings.num_actors,
@@ -540,7 +690,6 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
                    for i, level in enumerate(levels)]
   prefetch_thread = threading.Thread(target=_prefetch, args=(unrolls, batches, settings.batch_size, stop, errors),
                                      name='prefetch', daemon=True)
-  summaries = _Summaries(logdir, settings)
   logging.info('Starting %d actors (%s) on %s; batch %d unrolls of %d agent steps, %d frames per agent step.',
                settings.num_actors, ', '.join(sorted(set(levels))), logdir, settings.batch_size,
                settings.unroll_length, settings.num_action_repeats)
@@ -551,38 +700,16 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
       actor_thread.start()
     prefetch_thread.start()
 
-    start_time = last_progress_time = last_summary_time = last_checkpoint_time = time.monotonic()
-    last_progress_frames = start_frames = frames
-    while frames < settings.total_environment_frames:
+    while not progress.done:
       batch, tensors = _next_batch(batches, actor_threads, errors, prefetch_thread)
       metrics = {k: v.numpy() for k, v in learner.step(*tensors).items()}
-      frames = int(metrics['num_environment_frames'])
-      summaries.episodes(finished_episodes(batch), frames)
-      now = time.monotonic()
-      if now - last_summary_time >= SUMMARY_INTERVAL_S or frames == start_frames + _batch_frames(settings):
-        summaries.metrics(metrics, frames)
-        last_summary_time = now
-      if now - last_progress_time >= PROGRESS_INTERVAL_S:
-        rate = (frames - last_progress_frames) / (now - last_progress_time)
-        logging.info('Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
-                     'learning_rate %.3g, ETA %s.', frames, settings.total_environment_frames,
-                     100. * frames / settings.total_environment_frames, rate,
-                     (frames - start_frames) / (now - start_time), metrics['total_loss'], metrics['learning_rate'],
-                     _format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
-        last_progress_time, last_progress_frames = now, frames
-        summaries.flush()
-      if now - last_checkpoint_time >= checkpoint_interval_s:
-        logging.info('Checkpoint: %s', manager.save())
-        last_checkpoint_time = now
+      progress.after_step(metrics, finished_episodes(batch))
       if step_hook is not None:
         step_hook(actor_threads, metrics)
-    summaries.metrics(metrics, frames)
-    elapsed = time.monotonic() - start_time
-    logging.info('Done: %d environment frames (%d in this run, %.0f frames/s). Checkpoint: %s', frames,
-                 frames - start_frames, (frames - start_frames) / max(elapsed, 1e-9), manager.save())
-    return frames
+    progress.finish()
+    return progress.frames
   except KeyboardInterrupt:
-    logging.warning('Interrupted at %d environment frames. Checkpoint: %s', frames, manager.save())
+    progress.interrupted()
     raise
   finally:
     stop.set()
@@ -593,11 +720,7 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
         actor_thread.thread.join(timeout=10.)
     if prefetch_thread.is_alive():
       prefetch_thread.join(timeout=10.)
-    summaries.close()
-
-
-def _batch_frames(settings):
-  return settings.batch_size * settings.unroll_length * settings.num_action_repeats
+    progress.close()
 
 
 def _next_batch(batches, actor_threads, errors, prefetch_thread):
@@ -635,13 +758,15 @@ def test(logdir, settings):
   Returns:
     That dict.
 
+  Test mode runs on this machine whatever task / job_name say.
+
   Raises:
     FileNotFoundError: logdir holds no checkpoint.
   """
-  _check_settings(settings)
+  _check_settings(settings, mode='test')
   tf.random.set_seed(settings.seed)
   levels = test_levels(settings.level_name)
-  agent = _make_agent(settings, levels[0])
+  agent = make_agent(settings, levels[0])
   num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
   manager = checkpoints.make_checkpoint_manager(logdir, agent, num_environment_frames=num_environment_frames)
   path = manager.latest_checkpoint

@@ -170,8 +170,9 @@ def test_settings_are_the_flags_with_their_defaults():
     assert parameters[name].default == default, name
 
 
-def test_distributed_mode_is_refused():
-  with pytest.raises(NotImplementedError, match='issue #8'):
+def test_train_refuses_a_multi_machine_job():
+  # Multi-machine jobs (task >= 0) run through `experiment()` (scalable_agent/distributed.py), not `train()`.
+  with pytest.raises(ValueError, match='multi-machine job'):
     experiment.train('/tmp/unused', experiment.Settings(task=0, level_name='builtin/find_object'))
 
 
