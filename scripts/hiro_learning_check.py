@@ -2,7 +2,7 @@ r"""Learning check of a HIRO run: is the low level learning to reach goals, and 
 
 Usage:
   python scripts/hiro_learning_check.py --train_dir /tmp/hiro_learning_check --output docs/hiro_learning_curve.png \
-      [--bin_steps 25000] [--random_final_distance 13.6]
+      [--eval_dir /tmp/hiro_learning_check/eval] [--bin_steps 25000] [--random_final_distance 13.6]
 
 Reads the run's latest full checkpoint and its TensorBoard events, prints a table per `bin_steps` of environment
 steps and draws a PNG of three panels against environment steps:
@@ -16,6 +16,8 @@ steps and draws a PNG of three panels against environment steps:
 3. Meta level, `avg_episode_final_distance` (the distance between the ant's (x, y) and the task target at the end
    of each training episode, mean over the last 100 episodes), with the random policy's value (a random policy
    hardly moves: about 13.6 for AntMaze's targets, uniform on [-4, 20]^2, from the start at the origin).
+4. With `--eval_dir` (a `run_eval.py` output directory), the success rate of each evaluation goal against the
+   policy checkpoint's step (random policy: 0 at every AntMaze goal, docs/environments.md).
 
 Both buffers store float32 observations whose first two dimensions are the ant's (x, y) (hiro_orig and hiro_xy
 goals are relative: the low-level goal of a meta transition is g_t, to be reached at s_t + g_t).
@@ -110,10 +112,49 @@ def draw_panel(d, font, top, xs, ys, baseline, title, ylabel, max_x, baseline_la
     d.ellipse([sx(s) - 3, sy(v) - 3, sx(s) + 3, sy(v) + 3], fill='blue')
 
 
+def read_eval_results(eval_dir):
+  """{mode: (goal, [(step, success rate)] sorted by step)} from `<eval_dir>/results.json` (run_eval.py)."""
+  import json  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(eval_dir, 'results.json')) as f:
+    rows = json.load(f)
+  curves = {}
+  for row in rows:
+    curves.setdefault(row['mode'], (row['goal'], {}))[1][int(row['step'])] = float(row['success_rate'])
+  return {mode: (goal, sorted(points.items())) for mode, (goal, points) in sorted(curves.items())}
+
+
+_COLORS = ('blue', 'green', 'purple', 'orange', 'brown')
+
+
+def draw_success_panel(d, font, top, curves, max_x):
+  """Success rate per evaluation mode against the checkpoint step, in [0, 1]."""
+  x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, top + PANEL_HEIGHT - BOTTOM, top + TOP
+  sx = lambda s: x0 + (x1 - x0) * s / max_x
+  sy = lambda v: y0 - (y0 - y1) * (v + .05) / 1.1
+  d.rectangle([x0, y1, x1, y0], outline='black')
+  for i in range(6):
+    s, v = max_x * i / 5, i / 5
+    d.line([sx(s), y0, sx(s), y0 + 5], fill='black')
+    d.text((sx(s) - 15, y0 + 8), f'{s / 1000:.0f}k', fill='black', font=font)
+    d.line([x0 - 5, sy(v), x0, sy(v)], fill='black')
+    d.text((x0 - 50, sy(v) - 6), f'{v:.1f}', fill='black', font=font)
+  d.text((10, y1 - 25), 'evaluation (run_eval.py): success rate, 50 deterministic episodes per goal; random '
+         'policy: 0', fill='black', font=font)
+  for k, (mode, (goal, points)) in enumerate(curves.items()):
+    color = _COLORS[k % len(_COLORS)]
+    xy = [(sx(step), sy(rate)) for step, rate in points]
+    if len(xy) > 1:
+      d.line(xy, fill=color, width=3)
+    for x, y in xy:
+      d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=color)
+    d.text((x0 + 10 + 150 * k, y1 + 5), f'{mode} {tuple(goal)}', fill=color, font=font)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--train_dir', required=True)
   parser.add_argument('--output', required=True, help='PNG to write')
+  parser.add_argument('--eval_dir', default=None, help='a run_eval.py output directory (results.json)')
   parser.add_argument('--bin_steps', type=int, default=25000)
   parser.add_argument('--initial_steps', type=int, default=2500, help='steps collected by the untrained policies')
   parser.add_argument('--random_final_distance', type=float, default=13.6,
@@ -150,7 +191,11 @@ def main(argv=None):
     print(f'| {x / 1000:.0f}k | {p_means[i]:+.3f} | {c_means[i]:+.2f} | {l_means[i]:.3f} | {g_means[i]:.2f} | '
           f'{meta} |')
 
-  image = Image.new('RGB', (WIDTH, 3 * PANEL_HEIGHT + 20), 'white')
+  curves = read_eval_results(args.eval_dir) if args.eval_dir else {}
+  for mode, (goal, points) in curves.items():
+    print(f'evaluation {mode} {goal}: success ' + ', '.join(f'{rate:.2f} at {step / 1000:.0f}k' for step, rate in points))
+  panels = 4 if curves else 3
+  image = Image.new('RGB', (WIDTH, panels * PANEL_HEIGHT + 20), 'white')
   d = ImageDraw.Draw(image)
   font = ImageFont.load_default()
   max_x = float(step)
@@ -165,7 +210,9 @@ def main(argv=None):
   draw_panel(d, font, 10 + 2 * PANEL_HEIGHT, np.minimum(d_x + args.bin_steps / 2, max_x), d_means,
              args.random_final_distance, 'meta level, final (x, y) distance to the training target '
              '(avg_episode_final_distance)', 'distance', max_x, f'random policy: {args.random_final_distance:g}')
-  d.text((WIDTH // 2 - 60, 3 * PANEL_HEIGHT), 'environment steps', fill='black', font=font)
+  if curves:
+    draw_success_panel(d, font, 10 + 3 * PANEL_HEIGHT, curves, max(max_x, max(p[-1][0] for _, p in curves.values())))
+  d.text((WIDTH // 2 - 60, panels * PANEL_HEIGHT), 'environment steps', fill='black', font=font)
   image.save(args.output)
   print(f'wrote {args.output}')
   return 0
