@@ -566,7 +566,10 @@ def execute(p: Plan) -> None:
       entry(logdir=str(p.train_dir))
   except ValueError as e:
     if getattr(e, 'user_error', False):  # e.g. uvf.eval.EvalError: a message that names the problem and the fix
-      raise LaunchError(str(e)) from None
+      # gin appends "In call to configurable '...'" lines to exceptions raised inside a configurable: not news here.
+      message = '\n'.join(line for line in str(e).splitlines()
+                          if not line.strip().startswith('In call to configurable'))
+      raise LaunchError(message.rstrip()) from None
     raise
 
 

@@ -97,6 +97,7 @@ def test_original_hiro_eval_command_line(tmp_path):
                       '--params=evaluate.checkpoint_timeout = 0', cwd=tmp_path)
   assert result.returncode == launcher.EXIT_USAGE, result.stderr
   assert 'not implemented' not in result.stderr and 'Traceback' not in result.stderr
+  assert 'In call to configurable' not in result.stderr
   assert 'no policy checkpoint in exp/train/policy' in result.stderr
   assert 'save_policy_every_n_steps' in result.stderr
 
