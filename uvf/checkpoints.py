@@ -310,7 +310,7 @@ def _format_problems(entries, missing, unexpected, misshaped, targets, allow_ext
 # Restore and export.
 
 
-def restore_policy(path, variables_by_name, allow_extra=False):
+def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
   """Restores a policy checkpoint (original TF1, or this port's) into `variables_by_name`, strictly.
 
   Every name of `variables_by_name` must be in the checkpoint with the variable's shape and dtype, and the checkpoint
@@ -326,6 +326,8 @@ def restore_policy(path, variables_by_name, allow_extra=False):
       and beta powers, `update_targets/...counter...`, timers, replay buffers, ...). Policy names (hiro.md 4.1:
       actors, critics, counters, contexts, `state_preprocess/...`) are never ignored: an extra one means the
       checkpoint was trained with another configuration.
+    subset: if True, `variables_by_name` is a part of what the checkpoint holds (e.g. the low level alone, the
+      original's `load_path`): every one of them must be there, and all other names are ignored.
 
   Returns:
     str, the checkpoint prefix restored (resolved, e.g. when `path` is a directory).
@@ -345,6 +347,8 @@ def restore_policy(path, variables_by_name, allow_extra=False):
   unexpected = [name for name in entries.entries if name not in targets and
                 not (allow_extra and not _POLICY_NAME.match(name))]
   unexpected += entries.other_keys if not allow_extra else []
+  if subset:
+    unexpected = []
   misshaped = []
   for name, variable in targets.items():
     if name not in entries.entries:

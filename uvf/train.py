@@ -36,6 +36,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from uvf import checkpoints
 from uvf import collect
 from uvf import off_policy_correction
 from uvf import representation
@@ -351,23 +352,10 @@ def _restore_low_level(trainer, load_path):
   """The original's `load_path`: the low-level actor and critics (and with hiro_repr the representation, as the
   original's `lowlevel_saver`) from a checkpoint holding their TF1 names (an original TF1 checkpoint, or a policy
   checkpoint of this port)."""
-  reader = tf.train.load_checkpoint(load_path)
-  keys = set(reader.get_variable_to_shape_map())
-  restored = 0
   low_level = dict(trainer.uvf_agent.variables_by_tf1_name(), **trainer.state_preprocess.variables_by_tf1_name())
-  for name, variable in low_level.items():
-    if '/target_' in name:
-      continue
-    escaped = 'variables/' + name.replace('.', '..').replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE'
-    for key in (name, escaped):
-      if key in keys:
-        variable.assign(reader.get_tensor(key))
-        restored += 1
-        break
-  if not restored:
-    raise ValueError(f'load_path {load_path} holds none of the low-level variables (e.g. '
-                     'uvf_agent/actor_net/states/states_1/weights).')
-  logging.info('Restored %d low-level variables from %s', restored, load_path)
+  low_level = {name: variable for name, variable in low_level.items() if '/target_' not in name}
+  path = checkpoints.restore_policy(load_path, low_level, subset=True)
+  logging.info('Restored the %d low-level variables from %s', len(low_level), path)
 
 
 def _check_arguments(**kwargs):

@@ -170,3 +170,28 @@ def test_every_hiro_repr_config_trains(config, obs_dim, action_dim, tmp_path):
   beta1_power, _ = t.repr_update.optimizer._get_beta_accumulators()  # pylint: disable=protected-access
   np.testing.assert_allclose(beta1_power.numpy(), 0.9 ** 81, rtol=1e-5)  # one repr step per low-level update
   assert all(name in t.policy_variables_by_tf1_name() for name in names)
+
+
+def test_load_path_restores_the_low_level_only(run_a, tmp_path):
+  # The original's `load_path`: the low-level actor and critics from a checkpoint with their TF1 names (here run A's
+  # last policy checkpoint), nothing else; every low-level name must be there.
+  train_dir, loop_a, _ = run_a
+  policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
+  original_run = train.TrainingLoop.run
+  train.TrainingLoop.run = lambda self: None
+  try:
+    fresh = hiro_fixtures.run_training(tmp_path, hiro_fixtures.small_bindings(episodes=2)).trainer
+  finally:
+    train.TrainingLoop.run = original_run
+  train._restore_low_level(fresh, policy)  # pylint: disable=protected-access
+  for agent_a, agent_b, restored in ((loop_a.trainer.uvf_agent, fresh.uvf_agent, True),
+                                     (loop_a.trainer.meta_agent, fresh.meta_agent, False)):
+    names_a, names_b = agent_a.variables_by_tf1_name(), agent_b.variables_by_tf1_name()
+    for name in names_a:
+      if '/target_' in name:
+        continue
+      same = np.array_equal(names_a[name].numpy(), names_b[name].numpy())
+      assert same == restored, name
+  with pytest.raises(ValueError, match='missing'):
+    tf.train.Checkpoint(variables={'global_step': fresh.global_step}).write(str(tmp_path / 'counters_only'))
+    train._restore_low_level(fresh, str(tmp_path / 'counters_only'))  # pylint: disable=protected-access
