@@ -174,9 +174,9 @@ def test_every_hiro_repr_config_trains(config, obs_dim, action_dim, tmp_path):
 
 def test_load_path_restores_the_low_level_only(run_a, tmp_path):
   # The original's `load_path`: the low-level actor and critics from a checkpoint with their TF1 names (here run A's
-  # last policy checkpoint), nothing else; every low-level name must be there.
+  # policy checkpoint at its end), nothing else; every low-level name must be there.
   train_dir, loop_a, _ = run_a
-  policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
+  policy = os.path.join(train_dir, 'policy', 'model.ckpt-200')  # run A's end (a later test continues that run)
   original_run = train.TrainingLoop.run
   train.TrainingLoop.run = lambda self: None
   try:
