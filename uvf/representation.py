@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from uvf import off_policy_correction
+from uvf.agents import ddpg_networks
 
 # The representation loss (agent.py StatePreprocess.loss): fn(z) = TAU * sum_j huber_kappa(z_j).
 TAU = 2.0
@@ -68,28 +69,11 @@ def _input_mask(dim, zero_time, images):
   return tf.constant(mask) if (images or zero_time) else None
 
 
-class _Dense(tf.Module):
-  """One slim `fully_connected` layer y = activation(x W + b) with variables `<scope>/weights`, `<scope>/biases`."""
-
-  def __init__(self, scope, fan_in, units, activation, final):
-    super().__init__(name=None)
-    if final:
-      weights = tf.random.uniform([fan_in, units], -0.003, 0.003, dtype=tf.float32)
-    else:
-      limit = np.sqrt(1.0 / fan_in)
-      weights = tf.random.uniform([fan_in, units], -limit, limit, dtype=tf.float32)
-    with tf.name_scope(scope + '/'):  # absolute: the variables' names are exactly the TF1 ones
-      self.weights = tf.Variable(weights, name='weights')
-      self.biases = tf.Variable(tf.zeros([units], tf.float32), name='biases')
-    self._scope = scope
-    self._activation = activation
-
-  def __call__(self, x):
-    y = tf.matmul(x, self.weights) + self.biases
-    return self._activation(y) if self._activation is not None else y
-
-  def named_variables(self):
-    return [(self._scope + '/weights', self.weights), (self._scope + '/biases', self.biases)]
+def _dense(scope, fan_in, units, activation, final):
+  """One slim `fully_connected` layer with the original's initialisers (`ddpg_networks.Dense`): hidden weights
+  U(+-1/sqrt(fan_in)), output weights U(+-0.003), biases 0."""
+  weights = ddpg_networks.final_weights([fan_in, units]) if final else ddpg_networks.hidden_weights(fan_in, units)
+  return ddpg_networks.Dense(scope, weights, tf.zeros([units], tf.float32), activation)
 
 
 class _EmbeddingNetwork(tf.Module):
@@ -103,9 +87,9 @@ class _EmbeddingNetwork(tf.Module):
     self.input_dim, self.output_dim = int(input_dim), int(num_output_dims)
     layers, fan_in = [], self.input_dim
     for i, units in enumerate(_check_layers('hidden layers', hidden_layers), start=1):
-      layers.append(_Dense(f'{scope}/{stack_name}/{stack_name}_{i}', fan_in, units, activation_fn, final=False))
+      layers.append(_dense(f'{scope}/{stack_name}/{stack_name}_{i}', fan_in, units, activation_fn, final=False))
       fan_in = units
-    layers.append(_Dense(f'{scope}/value', fan_in, self.output_dim, None, final=True))
+    layers.append(_dense(f'{scope}/value', fan_in, self.output_dim, None, final=True))
     self._layers = layers
 
   @property

@@ -31,13 +31,14 @@ import tensorflow as tf
 FINAL_LAYER_INIT_RANGE = 0.003
 
 
-def _hidden_weights(fan_in, fan_out):
+def hidden_weights(fan_in, fan_out):
   """[fan_in, fan_out] float32 ~ U(+-1/sqrt(fan_in)): slim's variance scaling, factor 1/3, FAN_IN, uniform."""
   limit = np.sqrt(1.0 / fan_in)
   return tf.random.uniform([fan_in, fan_out], -limit, limit, dtype=tf.float32)
 
 
-def _final_uniform(shape):
+def final_weights(shape):
+  """float32 `shape` ~ U(+-0.003): the output layers' weights."""
   return tf.random.uniform(shape, -FINAL_LAYER_INIT_RANGE, FINAL_LAYER_INIT_RANGE, dtype=tf.float32)
 
 
@@ -63,7 +64,7 @@ def _check_unsupported(normalizer_fn, num_reward_dims=1):
     raise ValueError(f'num_reward_dims={num_reward_dims!r} is not supported by this port; HIRO uses 1 (the default).')
 
 
-class _Dense(tf.Module):
+class Dense(tf.Module):
   """One slim `fully_connected` layer: y = activation(x W + b), W `weights` [fan_in, units], b `biases` [units]."""
 
   def __init__(self, scope, weights, biases, activation):
@@ -86,7 +87,7 @@ def _hidden_stack(scope, stack_name, fan_in, layers, activation):
   """slim.stack(x, fully_connected, layers, scope=stack_name): layers `<stack_name>/<stack_name>_<i>`, i from 1."""
   dense = []
   for i, units in enumerate(layers, start=1):
-    dense.append(_Dense(f'{scope}/{stack_name}/{stack_name}_{i}', _hidden_weights(fan_in, units),
+    dense.append(Dense(f'{scope}/{stack_name}/{stack_name}_{i}', hidden_weights(fan_in, units),
                         tf.zeros([units], tf.float32), activation))
     fan_in = units
   return dense, fan_in
@@ -142,7 +143,7 @@ class ActorNetwork(_Network):
     self._action_means = tf.constant((maximum + minimum) / 2.0, tf.float32)
     self._action_magnitudes = tf.constant((maximum - minimum) / 2.0, tf.float32)
     self._hidden, fan_in = _hidden_stack(scope, 'states', state_dim, hidden_layers, activation_fn)
-    self._out = _Dense(scope + '/actions', _final_uniform([fan_in, action_dim]), tf.zeros([action_dim], tf.float32),
+    self._out = Dense(scope + '/actions', final_weights([fan_in, action_dim]), tf.zeros([action_dim], tf.float32),
                        tf.nn.tanh)
     self._layers = self._hidden + [self._out]
 
@@ -187,7 +188,7 @@ class CriticNetwork(_Network):
                                                activation_fn)
     self._joint, fan_in = _hidden_stack(scope, 'joint', states_out + actions_out, joint_hidden_layers,
                                         activation_fn)
-    self._out = _Dense(scope + '/q_value', _final_uniform([fan_in, 1]), tf.zeros([1], tf.float32), None)
+    self._out = Dense(scope + '/q_value', final_weights([fan_in, 1]), tf.zeros([1], tf.float32), None)
     self._layers = self._states + self._actions + self._joint + [self._out]
 
   def __call__(self, states, actions):
