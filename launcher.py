@@ -30,22 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
-# TensorFlow's C++ start-up messages (CUDA probing, CPU features) bury the launcher's own messages; set
-# TF_CPP_MIN_LOG_LEVEL=0 to see them.
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-
-def default_headless_gl(environ=os.environ):
-  """Chooses MuJoCo's OpenGL back end when there is no display (rendering, evaluation videos): EGL where an NVIDIA
-  GPU is present, else OSMesa (Debian's libosmesa6). An explicit MUJOCO_GL / PYOPENGL_PLATFORM, or a display, wins.
-  `mujoco` reads the choice when it is first imported, so this runs at the launcher's import."""
-  if not environ.get('DISPLAY'):
-    gl = 'egl' if os.path.exists('/dev/nvidiactl') else 'osmesa'
-    environ.setdefault('MUJOCO_GL', gl)
-    environ.setdefault('PYOPENGL_PLATFORM', gl)
-
-
-default_headless_gl()
+import console  # sets TF_CPP_MIN_LOG_LEVEL before TensorFlow loads (console.py)
 
 REPO_ROOT = Path(__file__).resolve().parent
 CONFIG_DIR = REPO_ROOT / 'configs'
@@ -83,7 +68,7 @@ _HIRO_EVAL_FLAGS = ('checkpoint_path',)
 # 200, into the same directory).
 _EVAL_SELECTION_PARAMS = ('checkpoint_path', 'checkpoint_range', 'eval_interval_secs', 'max_number_of_evaluations',
                           'checkpoint_timeout', 'generate_videos', 'num_episodes_videos', 'video_settings',
-                          'num_threads')
+                          'num_threads', 'videos_optional')
 # IMPALA's original experiment.py flags (reference impala.md section 2): each is the gin parameter
 # `experiment.<flag>` of the same name and default.
 _IMPALA_FLAGS = ('mode', 'test_num_episodes', 'task', 'job_name', 'total_environment_frames', 'num_actors',
@@ -564,20 +549,47 @@ def execute(p: Plan) -> None:
         entry(str(p.train_dir), str(p.eval_dir))
     else:
       entry(logdir=str(p.train_dir))
-  except ValueError as e:
-    if getattr(e, 'user_error', False):  # e.g. uvf.eval.EvalError: a message that names the problem and the fix
+  except (ValueError, RuntimeError) as e:
+    # e.g. uvf.eval.EvalError, uvf.environments.rendering.RenderingUnavailableError: a message that names the problem
+    # and the fix, and optionally the exit status.
+    if getattr(e, 'user_error', False):
       # gin appends "In call to configurable '...'" lines to exceptions raised inside a configurable: not news here.
       message = '\n'.join(line for line in str(e).splitlines()
                           if not line.strip().startswith('In call to configurable'))
-      raise LaunchError(message.rstrip()) from None
+      raise LaunchError(message.rstrip(), getattr(e, 'exit_code', EXIT_USAGE)) from None
     raise
+
+
+def first_screen(program: str, p: Plan) -> str:
+  """The lines a run starts with: what runs, where it writes, where TensorBoard reads. (The system's own first
+  lines follow: the steps or frames planned, then progress.)"""
+  configs = ', '.join(_display(path) for path in p.config_paths)
+  lines = [f'run_{program}: {p.system.title}, config {p.config_name} ({configs})']
+  state = 'resuming the run there' if p.resumes else 'a new run'
+  if p.output_dir is None:  # a multi-machine IMPALA actor
+    lines.append('  actor job: nothing is written here (the learner owns the run directory)')
+  elif p.system.key == 'uvf' and p.program == 'eval':
+    lines.append(f'  evaluating the policy checkpoints of {p.train_dir}; results in {p.eval_dir} ({state})')
+  else:
+    lines.append(f'  run directory {p.output_dir} ({state})')
+  if p.output_dir is not None:
+    lines.append(f'  TensorBoard: tensorboard --logdir {p.output_dir}')
+  return '\n'.join(lines)
 
 
 def run(program: str) -> None:
   """Runs `main` as an absl app for `run_<program>.py`; `--help` exits with status 0 (absl's exits with 1)."""
   from absl import app  # pylint: disable=g-import-not-at-top
+
+  def app_main(argv):
+    if flags.FLAGS['verbosity'].present:  # absl's flag: third-party output at that level too
+      console.verbose(flags.FLAGS.verbosity)
+    else:
+      console.quiet()
+    sys.exit(main(program, argv))
+
   try:
-    app.run(lambda argv: sys.exit(main(program, argv)))
+    app.run(app_main)
   except SystemExit as e:
     asked_help = any(a in ('--help', '-h', '-?', '--helpshort', '--helpfull') for a in sys.argv[1:])
     if asked_help and e.code == 1:
@@ -590,11 +602,7 @@ def main(program: str, argv: Sequence[str], fv: flags.FlagValues = flags.FLAGS) 
   try:
     p = plan(program, argv, fv)
     check_implemented(p)
-    what = 'resuming' if p.resumes else 'starting'
-    where = f'train_dir {p.train_dir}' + (f', eval_dir {p.eval_dir}' if p.eval_dir else '')
-    if p.system.key == 'scalable_agent' and p.program == 'train' and p.output_dir is None:
-      what, where = 'actor job', 'nothing is written here (the learner owns the run directory)'
-    print(f'run_{program}: {p.system.title}, config {p.config_name}: {what}; {where}', flush=True)
+    print(first_screen(program, p), flush=True)
     execute(p)
   except LaunchError as e:
     print(f'run_{program}: error: {e}', file=sys.stderr, flush=True)

@@ -690,9 +690,10 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
                    for i, level in enumerate(levels)]
   prefetch_thread = threading.Thread(target=_prefetch, args=(unrolls, batches, settings.batch_size, stop, errors),
                                      name='prefetch', daemon=True)
-  logging.info('Starting %d actors (%s) on %s; batch %d unrolls of %d agent steps, %d frames per agent step.',
-               settings.num_actors, ', '.join(sorted(set(levels))), logdir, settings.batch_size,
-               settings.unroll_length, settings.num_action_repeats)
+  logging.info('Training to %d environment frames: %d actors (%s); batch %d unrolls of %d agent steps, %d frames '
+               'per agent step; a progress line every %d s.', settings.total_environment_frames, settings.num_actors,
+               ', '.join(sorted(set(levels))), settings.batch_size, settings.unroll_length,
+               settings.num_action_repeats, PROGRESS_INTERVAL_S)
   try:
     with _single_threaded_children():
       py_process.start_all([a.process for a in actor_threads])

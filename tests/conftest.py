@@ -1,10 +1,10 @@
 """Shared test setup."""
 
-# Quiet TensorFlow's C++ start-up messages, and choose MuJoCo's headless OpenGL back end (EGL with an NVIDIA GPU,
-# else OSMesa), in tests and in the scripts they start: the launcher does both at import, before any test module
-# imports mujoco (which reads the choice when first imported).
+# The launcher sets TF_CPP_MIN_LOG_LEVEL before TensorFlow loads (console.py); `uvf` imports mujoco without an OpenGL
+# back end, before any test module imports it: rendering tests pick theirs when they render
+# (uvf/environments/rendering.py), as the programs do.
 import launcher  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top
-
+import uvf  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top
 
 import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position

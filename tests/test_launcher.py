@@ -355,7 +355,9 @@ def test_execute_records_the_run_and_resumes_only_the_same_config(tmp_path, monk
   fv = flags.FlagValues()
   launcher.define_flags(fv)
   assert launcher.main('train', fv(['run_train.py', 'configs/ant_maze.gin']), fv) == 0
-  assert 'config ant_maze: starting; train_dir runs/ant_maze' in capsys.readouterr().out
+  out = capsys.readouterr().out
+  assert 'run_train: HIRO (uvf), config ant_maze (' in out and 'run directory runs/ant_maze (a new run)' in out
+  assert 'TensorBoard: tensorboard --logdir runs/ant_maze' in out
   run_dir = tmp_path / 'runs' / 'ant_maze'
   manifest = json.loads((run_dir / 'run.json').read_text())
   assert manifest['system'] == 'uvf' and manifest['config_name'] == 'ant_maze'
@@ -366,7 +368,7 @@ def test_execute_records_the_run_and_resumes_only_the_same_config(tmp_path, monk
   fv = flags.FlagValues()
   launcher.define_flags(fv)
   assert launcher.main('train', fv(['run_train.py', 'configs/ant_maze.gin']), fv) == 0
-  assert 'config ant_maze: resuming; train_dir runs/ant_maze' in capsys.readouterr().out
+  assert 'run directory runs/ant_maze (resuming the run there)' in capsys.readouterr().out
   assert CALLS == [('runs/ant_maze', 100)] * 2
   assert json.loads((run_dir / 'run.json').read_text()) == manifest
 

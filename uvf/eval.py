@@ -51,6 +51,7 @@ from uvf import checkpoints
 from uvf import representation
 from uvf import train
 from uvf.environments import create_maze_env
+from uvf.environments import rendering
 
 # Success: the final distance to the target is below this (the original: last_meta_reward > -5).
 SUCCESS_DISTANCE = 5.0
@@ -441,13 +442,7 @@ def render_frames(env, recorded_qpos, recorded_subgoals, episode, targets, dista
   data = mujoco.MjData(model)
   model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
   model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-  try:
-    renderer = mujoco.Renderer(model, height=height, width=width)
-  except Exception as e:  # pylint: disable=broad-except  (mujoco.FatalError and PyOpenGL errors)
-    raise EvalError(
-        f'Evaluation videos need MuJoCo rendering, which failed ({type(e).__name__}: {e}). Without a display set '
-        'MUJOCO_GL=egl (NVIDIA GPU) or MUJOCO_GL=osmesa PYOPENGL_PLATFORM=osmesa with Debian\'s libosmesa6 '
-        '(apt-get install libosmesa6) before starting; run_eval.py chooses one of them when neither is set.') from e
+  renderer = rendering.renderer(model, height, width)
   try:
     # Shadows and reflections make OSMesa (CPU) rendering ~10x slower.
     renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
@@ -673,7 +668,13 @@ def evaluate_checkpoint_repeatedly(checkpoint_dir,
         return evaluations
       last_found = time.time()
     if not waiting_logged:
-      logging.info('Waiting for new policy checkpoints in %s (every %s s).', checkpoint_dir, eval_interval_secs)
+      if checkpoint_timeout is None:
+        logging.info('Waiting for new policy checkpoints in %s (looking every %s s; Ctrl-C stops). To stop after the '
+                     'existing checkpoints instead, run with --gin_param "evaluate.checkpoint_timeout = 0".',
+                     checkpoint_dir, eval_interval_secs)
+      else:
+        logging.info('Waiting up to %s s for a new policy checkpoint in %s (looking every %s s; Ctrl-C stops).',
+                     checkpoint_timeout, checkpoint_dir, eval_interval_secs)
       waiting_logged = True
     time.sleep(eval_interval_secs)
 
@@ -726,6 +727,21 @@ def _check_arguments(environment, agent_class, meta_agent_class, state_preproces
   return settings
 
 
+def _check_rendering(videos_optional):
+  """Picks the OpenGL back end of the videos before any episode runs; returns whether videos are made."""
+  try:
+    name = rendering.backend()
+  except rendering.RenderingUnavailableError as e:
+    if videos_optional:
+      logging.warning('Evaluating without videos (evaluate.videos_optional = True): %s', e)
+      return False
+    raise rendering.RenderingUnavailableError(
+        f'{e}\nTo evaluate without videos instead: --gin_param "evaluate.videos_optional = True" (videos when '
+        'rendering works, none otherwise) or "evaluate.generate_videos = False".', e.attempts) from None
+  logging.info('Evaluation videos: MuJoCo renders through MUJOCO_GL=%s.', name)
+  return True
+
+
 @gin.configurable
 def evaluate(checkpoint_dir,
              eval_dir,
@@ -753,7 +769,8 @@ def evaluate(checkpoint_dir,
              max_steps_per_episode=None,
              evaluate_nohrl=False,
              seed=0,
-             num_threads=None):
+             num_threads=None,
+             videos_optional=False):
   """Evaluates the policy checkpoints of `checkpoint_dir` in each eval mode, writing results to `eval_dir`.
 
   Args (the original's, as bound by configs/uvf/configs/eval_uvf.gin; hiro.md 5.4):
@@ -785,6 +802,9 @@ def evaluate(checkpoint_dir,
     seed: episode i of every mode and checkpoint starts from the reset seeded by `episode_seed(seed, i)`, so that an
       evaluation is deterministic and checkpoints are compared on the same start states; None: unseeded.
     num_threads: threads stepping the environments (None: min(8, CPU count)).
+    videos_optional: with generate_videos, what to do when no OpenGL back end renders here
+      (`rendering.backend()`): False stops at the start with the message that says what to install; True evaluates
+      without videos, after a warning.
 
   Returns:
     The list of result rows written by this call (dicts, see `CSV_FIELDS`; the JSON rows also hold 'episodes').
@@ -792,11 +812,14 @@ def evaluate(checkpoint_dir,
   Raises:
     EvalError (a ValueError): no checkpoint to evaluate, a checkpoint of another configuration, an unknown eval
       mode, or a bad setting; the message says what to change.
+    rendering.RenderingUnavailableError: generate_videos, no OpenGL back end renders and not videos_optional.
   """
   del num_bin_actions
   video = _check_arguments(environment, agent_class, meta_agent_class, state_preprocess_class, max_steps_per_episode,
                            num_episodes_eval, num_episodes_videos, generate_videos, eval_modes, evaluate_nohrl,
                            eval_model_rollout, video_settings)
+  if generate_videos:
+    generate_videos = _check_rendering(videos_optional)
   eval_modes = list(eval_modes)
   policy_dir = os.path.join(checkpoint_dir, policy_save_dir) if policy_save_dir else checkpoint_dir
 

@@ -649,6 +649,12 @@ class TrainingLoop(object):
     gin_path = os.path.join(self.train_dir, 'operative_config.gin')
     with tf.io.gfile.GFile(gin_path, 'w') as f:
       f.write(gin.operative_config_str())
+    policy_every = (f'a policy checkpoint every {self.save_policy_every_n_steps} steps'
+                    if self.save_policy_every_n_steps else 'no policy checkpoints')
+    progress_every = (f'a progress line every {self.log_every_n_steps} steps' if self.log_every_n_steps
+                      else 'no progress lines')
+    logging.info('Training to global step %d (environment steps), from step %d; %s, %s.', self.max_number_of_steps,
+                 int(t.global_step.numpy()), progress_every, policy_every)
     start = time.time()
     if not resumed:
       if int(t.global_step.numpy()) != 0:

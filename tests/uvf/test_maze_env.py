@@ -6,20 +6,14 @@ tables, not read back from the code under test.
 """
 
 import math
-import os
 
-# mujoco picks its OpenGL back end on first import; tests/conftest.py already chose one for the whole session.
-if not os.environ.get('DISPLAY'):
-  os.environ.setdefault('MUJOCO_GL', 'egl' if os.path.exists('/dev/nvidiactl') else 'osmesa')
-  os.environ.setdefault('PYOPENGL_PLATFORM', os.environ['MUJOCO_GL'])
+import gin
+import mujoco
+import numpy as np
+import pytest
 
-import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
-import mujoco  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
-import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from uvf.environments import ant_maze_env  # pylint: disable=g-import-not-at-top,wrong-import-position
-from uvf.environments import create_maze_env as cme  # pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf.environments import ant_maze_env
+from uvf.environments import create_maze_env as cme
 
 # Layouts of hiro.md section 6.1 (1 wall, 0 free, 'r' robot, -1 chasm, 'M' movable block).
 MAZE = ['11111',

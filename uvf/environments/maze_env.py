@@ -41,6 +41,7 @@ from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
 from uvf.environments import maze_env_utils
+from uvf.environments import rendering
 
 # Directory of the robots' XML files (the original used a path relative to the working directory).
 MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'assets')
@@ -427,9 +428,12 @@ class MazeEnv(py_environment.PyEnvironment):
   def render(self, mode='rgb_array', height=480, width=640):
     """uint8 [height, width, 3], an RGB frame of the whole maze seen from above at an angle.
 
-    Uses `mujoco.Renderer` (headless: set MUJOCO_GL=egl on GPU machines or osmesa on CPU before importing mujoco).
-    The renderer is created on the first call and kept; `close()` frees it (renderers still open at interpreter exit
-    are closed by an exit hook).
+    Uses `mujoco.Renderer` on the OpenGL back end that `rendering.backend()` picks at the first frame of the process
+    (EGL, else OSMesa, else GLFW with a display; an explicit MUJOCO_GL first). The renderer is created on the first
+    call and kept; `close()` frees it (renderers still open at interpreter exit are closed by an exit hook).
+
+    Raises:
+      rendering.RenderingUnavailableError: no OpenGL back end works here (the message says what to install).
     """
     if mode not in RENDER_MODES:
       raise ValueError(f'Unknown render mode {mode!r}; valid modes: {", ".join(RENDER_MODES)}.')
@@ -438,7 +442,7 @@ class MazeEnv(py_environment.PyEnvironment):
       self.close()
       model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
       model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-      self._renderer = mujoco.Renderer(model, height=height, width=width)
+      self._renderer = rendering.renderer(model, height=height, width=width)
       self._camera = self._maze_camera()
       _OPEN_RENDERERS.add(self)
     self._renderer.update_scene(data, camera=self._camera)

@@ -1,0 +1,182 @@
+"""What `run_train.py` / `run_eval.py` print: the project's own lines first, third-party noise only on request.
+
+Without `--verbosity` (absl's flag), `quiet()` keeps the screen to the project's messages:
+
+- TensorFlow's native (C++) log lines are off: TF_CPP_MIN_LOG_LEVEL=3 (set at import, before TensorFlow loads; on a
+  CPU machine it hides the three "Unable to register cuDNN / cuFFT / cuBLAS factory" errors), and the few lines
+  that TF_CPP_MIN_LOG_LEVEL does not reach (XLA's "Compiled cluster using XLA!", absl's notice before it) are dropped
+  by a small relay process that file descriptor 2 goes through (`filter_native_stderr`);
+- INFO records of other libraries are dropped (their warnings stay, marked with the library's name), and the
+  project's own records are printed as plain lines, without absl's "I1201 14:06:11.342287 140243 file.py:658]"
+  prefix;
+- `gym` (pulled in by tf-agents, not used here) is imported with its "Gym has been unmaintained" notice discarded.
+
+With `--verbosity=N` nothing is hidden: absl's usual format, every library's records at that level, and
+TensorFlow's native lines from the matching severity (`verbose`). An explicit TF_CPP_MIN_LOG_LEVEL is always kept
+(below 3, it also keeps the native lines that the relay would drop).
+"""
+
+import atexit
+import contextlib
+import importlib
+import importlib.util
+import io
+import logging
+import os
+import re
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent
+# TF_CPP_MIN_LOG_LEVEL as the user set it (None: not set), before this module sets its default.
+USER_TF_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+# A native log line: absl C++ ("I1201 14:08:10.071630    6939 device_compiler.h:186] ...", or before absl is
+# initialised "I0000 00:00:1796135024.047210 ..."; a C/C++ source file tells it from absl Python's same prefix),
+# TensorFlow's own ("2026-12-01 14:05:15.510119: E external/...cc:9261] ..."), or absl's notice before its first
+# line. Severity I, W or E only: fatal (F) lines always pass.
+NATIVE_LOG_LINE = re.compile(
+    rb'^(?:[IWE]\d{4} \d\d:\d\d:\d+\.\d{6}\s+\d+ [\w.+-]+\.(?:cc|h|hpp|cpp|c):\d+\] '
+    rb'|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] \S+:\d+\] '
+    rb'|WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$)')
+# The start of a line that may become a native log line: a partial line like this waits for its newline.
+_MAYBE_NATIVE = re.compile(rb'^(?:[IWE]\d|\d{4}-\d|WARNING: All )')
+# How long another partial line (no newline yet) waits before the relay passes it on.
+_PARTIAL_LINE_WAIT_S = 0.1
+_RELAY_EXIT_WAIT_S = 2.0
+
+
+def is_project_file(path: str) -> bool:
+  """Whether `path` (a log record's source file) belongs to this repository, not to an installed package."""
+  try:
+    relative = Path(path).resolve().relative_to(REPO_ROOT)
+  except (ValueError, OSError):
+    return False
+  return not {'site-packages', 'dist-packages', '.venv'} & set(relative.parts)
+
+
+class ProjectFormatter(logging.Formatter):
+  """The project's records as plain lines ('warning: ' / 'error: ' before warnings and errors); other libraries'
+  records (only warnings and errors reach it, see `ThirdPartyInfoFilter`) as 'warning (library): ...'."""
+
+  def format(self, record):
+    text = super().format(record)
+    level = record.levelname.lower()
+    if is_project_file(record.pathname):
+      return text if record.levelno < logging.WARNING else f'{level}: {text}'
+    source = record.name if record.name not in ('absl', 'root') else Path(record.pathname).stem
+    return f'{level} ({source}): {text}'
+
+
+class ThirdPartyInfoFilter(logging.Filter):
+  """Drops the INFO (and DEBUG) records of other libraries."""
+
+  def filter(self, record):
+    return record.levelno >= logging.WARNING or is_project_file(record.pathname)
+
+
+def verbose(verbosity: int) -> None:
+  """`--verbosity` was given: TensorFlow's native log lines from the matching severity (INFO at 0 or more, WARNING
+  at -1, ERROR at -2), unless TF_CPP_MIN_LOG_LEVEL was set by the user. Call before TensorFlow is imported."""
+  if USER_TF_LOG_LEVEL is None:
+    os.environ['TF_CPP_MIN_LOG_LEVEL'] = str(min(3, max(0, -verbosity)))
+
+
+def quiet() -> None:
+  """No `--verbosity`: the project's lines only (module docstring). Call once, at the start of the program, after
+  absl has installed its log handler (in `app.run`'s main) and before TensorFlow is imported."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  handler = absl_logging.get_absl_handler()
+  handler.addFilter(ThirdPartyInfoFilter())
+  handler.setFormatter(ProjectFormatter())
+  import_quietly('gym')
+  if not native_lines_requested():
+    filter_native_stderr()
+
+
+def native_lines_requested() -> bool:
+  """Whether the user's TF_CPP_MIN_LOG_LEVEL asks for TensorFlow's native INFO, WARNING or ERROR lines (below 3).
+  (The 3 this module sets is inherited by the processes a run starts: that asks for nothing.)"""
+  try:
+    return int(USER_TF_LOG_LEVEL) < 3
+  except (TypeError, ValueError):
+    return False
+
+
+def import_quietly(module: str) -> None:
+  """Imports `module` (if installed) with what it prints to stderr discarded (gym's deprecation notice)."""
+  if importlib.util.find_spec(module) is None:
+    return
+  with contextlib.redirect_stderr(io.StringIO()):
+    importlib.import_module(module)
+
+
+def relay(read_fd: int, write_fd: int) -> None:
+  """Copies what arrives on `read_fd` to `write_fd` until end of file, without the `NATIVE_LOG_LINE` lines.
+
+  Lines are passed on whole; a partial line is passed on once nothing more arrived for 0.1 s, unless it may be the
+  start of a native log line (then it waits for its newline).
+  """
+  pending = b''
+  while True:
+    ready, _, _ = select.select([read_fd], [], [], _PARTIAL_LINE_WAIT_S if pending else None)
+    if not ready:
+      if not _MAYBE_NATIVE.match(pending):
+        _write_all(write_fd, pending)
+        pending = b''
+      continue
+    chunk = os.read(read_fd, 1 << 16)
+    if not chunk:
+      break
+    *lines, pending = (pending + chunk).split(b'\n')
+    _write_all(write_fd, b''.join(line + b'\n' for line in lines if not NATIVE_LOG_LINE.match(line)))
+  if pending and not NATIVE_LOG_LINE.match(pending):
+    _write_all(write_fd, pending)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+  while data:
+    data = data[os.write(fd, data):]
+
+
+def filter_native_stderr() -> None:
+  """Sends this process's file descriptor 2 (and its children's) through `relay`, in a forked process that ignores
+  Ctrl-C and ends when the last writer closes the pipe. At exit, descriptor 2 is restored and the relay gets up to
+  2 s to pass on the last lines. Native fatal errors and everything Python prints still arrive."""
+  if not hasattr(os, 'fork'):
+    return
+  sys.stderr.flush()
+  read_fd, write_fd = os.pipe()
+  pid = os.fork()
+  if pid == 0:  # the relay
+    status = 0
+    try:
+      os.close(write_fd)
+      signal.signal(signal.SIGINT, signal.SIG_IGN)
+      relay(read_fd, 2)
+    except BaseException:  # pylint: disable=broad-except
+      status = 1
+    finally:
+      os._exit(status)  # pylint: disable=protected-access
+  os.close(read_fd)
+  original = os.dup(2)
+  os.dup2(write_fd, 2)
+  os.close(write_fd)
+
+  @atexit.register
+  def _restore():
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(original, 2)  # closes this process's end of the pipe
+    deadline = time.monotonic() + _RELAY_EXIT_WAIT_S
+    while time.monotonic() < deadline:
+      try:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+          return
+      except ChildProcessError:  # already reaped
+        return
+      time.sleep(0.01)
