@@ -25,6 +25,7 @@ from uvf import eval as eval_lib
 from uvf import representation
 from uvf import train
 from uvf.environments import create_maze_env
+from uvf.environments import rendering
 
 CONFIG = launcher.CONFIG_DIR / 'ant_maze.gin'
 STEPS = 10  # episode length
@@ -320,6 +321,56 @@ def test_video_mp4_frames(tmp_path):
                           'stream=nb_read_frames', '-of', 'csv=p=0', path], capture_output=True, text=True,
                          check=True).stdout
   assert int(count.strip()) == 7
+
+
+def test_videos_without_rendering_stop_unless_asked_to_go_on(policy, tmp_path, monkeypatch, caplog, capsys):
+  """MUJOCO_GL=disable: no back end renders (a real failure of rendering.backend(), no mock)."""
+  train_dir, _, _ = policy
+  monkeypatch.setenv('MUJOCO_GL', 'disable')
+  videos = ("evaluate.eval_modes = ['eval3']", 'evaluate.generate_videos = True', 'evaluate.num_episodes_videos = 1')
+  parse(*videos)
+  with pytest.raises(rendering.RenderingUnavailableError, match='(?s)MUJOCO_GL=disable.*videos_optional = True'):
+    eval_lib.evaluate(str(train_dir), str(tmp_path / 'eval'), checkpoint_path='model.ckpt-1000')
+  assert not (tmp_path / 'eval').exists()  # stopped before any episode
+  parse(*videos, 'evaluate.videos_optional = True')
+  rows = eval_lib.evaluate(str(train_dir), str(tmp_path / 'eval'), checkpoint_path='model.ckpt-1000')
+  assert [row['mode'] for row in rows] == ['eval3'] and not (tmp_path / 'eval' / 'videos').exists()
+  assert any('Evaluating without videos (evaluate.videos_optional = True)' in r.getMessage() for r in caplog.records)
+  # Through run_eval.py: the message alone, exit status 3.
+  fv = flags.FlagValues()
+  launcher.define_flags(fv)
+  args = ['run_eval.py', str(CONFIG), '--train_dir', str(train_dir), '--eval_dir', str(tmp_path / 'eval2'),
+          '--checkpoint_path', 'model.ckpt-1000']
+  for binding in small_bindings(*videos):
+    args += ['--gin_param', binding]
+  capsys.readouterr()
+  assert launcher.main('eval', fv(args), fv) == launcher.EXIT_UNAVAILABLE
+  err = capsys.readouterr().err
+  assert err.startswith('run_eval: error: MuJoCo rendering (evaluation videos, env.render()) is off: MUJOCO_GL=disable')
+  assert 'videos_optional = True' in err and 'Traceback' not in err
+
+
+def test_waiting_for_checkpoints_says_how_to_stop(tmp_path, caplog):
+  caplog.set_level('INFO')
+  variables = {'global_step': tf.Variable(5, dtype=tf.int64)}
+  evaluated = []
+  thread = threading.Thread(target=eval_lib.evaluate_checkpoint_repeatedly, args=(str(tmp_path), evaluated.append),
+                            kwargs=dict(eval_interval_secs=0.05, max_number_of_evaluations=1))
+  thread.start()
+  deadline = time.time() + 20
+  while not any('Waiting' in r.getMessage() for r in caplog.records) and time.time() < deadline:
+    time.sleep(0.05)
+  save_policy(variables, tmp_path, 5)
+  thread.join(20)
+  assert not thread.is_alive() and len(evaluated) == 1
+  waiting = [r.getMessage() for r in caplog.records if 'Waiting' in r.getMessage()]
+  assert waiting == [f'Waiting for new policy checkpoints in {tmp_path} (looking every 0.05 s; Ctrl-C stops). To stop '
+                     'after the existing checkpoints instead, run with --gin_param "evaluate.checkpoint_timeout = 0".']
+  caplog.clear()
+  eval_lib.evaluate_checkpoint_repeatedly(str(tmp_path), evaluated.append, eval_interval_secs=0.05,
+                                          checkpoint_timeout=0.1, already_evaluated=[5])
+  assert [r.getMessage() for r in caplog.records if 'Waiting' in r.getMessage()] == [
+      f'Waiting up to 0.1 s for a new policy checkpoint in {tmp_path} (looking every 0.05 s; Ctrl-C stops).']
 
 
 # -- User errors ---------------------------------------------------------------------------------------------------
