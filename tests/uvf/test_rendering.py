@@ -8,10 +8,10 @@ with Mesa's EGL installed (CI: apt-get install libegl1).
 
 import json
 
-import mujoco
 import numpy as np
 import pytest
 
+from uvf.environments import create_maze_env
 from uvf.environments import rendering
 
 HEADLESS = {}  # an environment without MUJOCO_GL, PYOPENGL_PLATFORM or a display
@@ -82,19 +82,14 @@ def test_rendering_turned_off_is_said_so():
 
 def test_a_frame_through_egl_in_this_process():
   assert rendering.backend() == 'egl'
-  model = mujoco.MjModel.from_xml_string(
-      '<mujoco><worldbody><light pos="0 0 3"/><geom type="sphere" size=".3" rgba="1 0 0 1"/></worldbody>'
-      '</mujoco>')
-  data = mujoco.MjData(model)
-  mujoco.mj_forward(model, data)
-  renderer = rendering.renderer(model, 48, 64)
+  env = create_maze_env.create_maze_env('AntMaze')
   try:
-    renderer.update_scene(data)
-    frame = renderer.render()
+    frame = env.render(height=120, width=160)
   finally:
-    renderer.close()
-  assert frame.shape == (48, 64, 3) and frame.dtype == np.uint8
-  # The default free camera looks at the model's centre: a red sphere in the middle of the frame, on a dark ground.
-  red = (frame[..., 0] > 100) & (frame[..., 1] < 60) & (frame[..., 2] < 60)
-  assert red[24, 32] and 20 < red.sum() < 48 * 64
-  assert not red[0, 0]
+    env.close()
+  assert frame.shape == (120, 160, 3) and frame.dtype == np.uint8
+  # The camera looks down at the maze's centre, the middle wall block of AntMaze's U (grey, lit from above); the
+  # free cells around it are the white floor, and the walls' sides facing the camera are dark.
+  grey = frame.mean(axis=2)
+  assert 100 < grey[60, 80] < 200
+  assert (grey > 230).mean() > 0.1 and (grey < 40).mean() > 0.01
