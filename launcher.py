@@ -566,10 +566,12 @@ def first_screen(program: str, p: Plan) -> str:
   configs = ', '.join(_display(path) for path in p.config_paths)
   lines = [f'run_{program}: {p.system.title}, config {p.config_name} ({configs})']
   state = 'resuming the run there' if p.resumes else 'a new run'
-  if p.output_dir is None:  # a multi-machine IMPALA actor
-    lines.append('  actor job: nothing is written here (the learner owns the run directory)')
-  elif p.system.key == 'uvf' and p.program == 'eval':
+  if p.system.key == 'uvf' and p.program == 'eval':
     lines.append(f'  evaluating the policy checkpoints of {p.train_dir}; results in {p.eval_dir} ({state})')
+  elif p.program == 'eval':  # IMPALA's test mode
+    lines.append(f'  testing the newest checkpoint of {p.train_dir}; results in {p.train_dir}/test_results-*.json')
+  elif p.output_dir is None:  # a multi-machine IMPALA actor
+    lines.append('  actor job: nothing is written here (the learner owns the run directory)')
   else:
     lines.append(f'  run directory {p.output_dir} ({state})')
   if p.output_dir is not None:

@@ -378,3 +378,22 @@ def test_execute_records_the_run_and_resumes_only_the_same_config(tmp_path, monk
   assert launcher.main('train', argv, fv) == launcher.EXIT_USAGE
   assert len(CALLS) == 2
   assert json.loads((run_dir / 'run.json').read_text()) == manifest
+
+
+def test_first_screen_says_what_runs_and_where(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  assert launcher.first_screen('train', make_plan('train', 'configs/ant_maze.gin')).splitlines() == [
+      f'run_train: HIRO (uvf), config ant_maze ({REPO / "configs" / "ant_maze.gin"})',
+      '  run directory runs/ant_maze (a new run)',
+      '  TensorBoard: tensorboard --logdir runs/ant_maze']
+  assert launcher.first_screen('eval', make_plan('eval', 'configs/ant_maze.gin')).splitlines()[1:] == [
+      '  evaluating the policy checkpoints of runs/ant_maze; results in runs/ant_maze/eval (a new run)',
+      '  TensorBoard: tensorboard --logdir runs/ant_maze/eval']
+  assert launcher.first_screen('train', make_plan('train', 'configs/impala_atari.gin')).splitlines()[1:] == [
+      '  run directory runs/impala_atari (a new run)', '  TensorBoard: tensorboard --logdir runs/impala_atari']
+  assert launcher.first_screen('eval', make_plan('eval', 'configs/impala_atari.gin')).splitlines()[1:] == [
+      '  testing the newest checkpoint of runs/impala_atari; results in runs/impala_atari/test_results-*.json']
+  actor = make_plan('train', 'configs/impala_atari.gin', '--job_name=actor', '--task=0',
+                    '--learner_address=localhost:8000')
+  assert launcher.first_screen('train', actor).splitlines()[1:] == [
+      '  actor job: nothing is written here (the learner owns the run directory)']
