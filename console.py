@@ -111,8 +111,11 @@ def import_quietly(module: str) -> None:
   """Imports `module` (if installed) with what it prints to stderr discarded (gym's deprecation notice)."""
   if importlib.util.find_spec(module) is None:
     return
-  with contextlib.redirect_stderr(io.StringIO()):
-    importlib.import_module(module)
+  try:
+    with contextlib.redirect_stderr(io.StringIO()):
+      importlib.import_module(module)
+  except ImportError:
+    pass  # a broken install: its importer (tf-agents) reports it, with the traceback
 
 
 def relay(read_fd: int, write_fd: int) -> None:
@@ -150,6 +153,10 @@ def filter_native_stderr() -> None:
   if not hasattr(os, 'fork'):
     return
   sys.stderr.flush()
+  try:
+    original = os.dup(2)
+  except OSError:  # no descriptor 2 (a daemon): nothing to filter
+    return
   read_fd, write_fd = os.pipe()
   pid = os.fork()
   if pid == 0:  # the relay
@@ -163,7 +170,6 @@ def filter_native_stderr() -> None:
     finally:
       os._exit(status)  # pylint: disable=protected-access
   os.close(read_fd)
-  original = os.dup(2)
   os.dup2(write_fd, 2)
   os.close(write_fd)
 
