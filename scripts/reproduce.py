@@ -178,7 +178,7 @@ def start_process(spec, kind):
   os.makedirs(spec.log_dir, exist_ok=True)
   log = open(spec.log(kind), 'ab')  # pylint: disable=consider-using-with
   log.write(f'\n=== reproduce.py {datetime.datetime.now().isoformat(timespec="seconds")}: '
-            f'{" ".join(command)}\n'.encode())
+            f'{shlex.join(command)}\n'.encode())
   log.flush()
   env = dict(os.environ, PYTHONUNBUFFERED='1')
   process = subprocess.Popen(command, cwd=spec.repo_root, stdout=log, stderr=subprocess.STDOUT, env=env,
