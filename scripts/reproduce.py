@@ -49,7 +49,7 @@ LOG_DIR = 'logs'
 # Bindings the kit sets itself (each has a flag): a --gin_param may not set them.
 _KIT_BINDINGS = {'train_uvf.seed': '--seeds', 'train_uvf.save_policy_every_n_steps': '--policy_every',
                  'train_uvf.num_episodes_train': '--steps', 'evaluate.num_episodes_eval': '--eval_episodes',
-                 'evaluate.checkpoint_timeout': '--eval_timeout', 'evaluate.num_threads': '--parallel',
+                 'evaluate.checkpoint_timeout': '--eval_timeout', 'evaluate.num_threads': None,
                  'evaluate.checkpoint_path': None, 'evaluate.checkpoint_range': None}
 # Evaluation is this much faster than training per environment step (docs/hiro_evaluation.md: 6.6x for an
 # untrained policy, 12-19x for trained ones): an evaluation's share of a core, for the default --parallel.
@@ -484,7 +484,7 @@ def status_table(plan, now=None):
   now = time.time() if now is None else now
   primary = plan.protocol.primary_mode
   header = (f'{"seed":>4}  {"state":<30} {"steps":>10} {"of":>10} {"steps/s":>8} {"ETA":>7}  {"evaluated":>9}  '
-            f'{"latest " + primary:>20}  {"best within " + reproduction._steps_label(plan.budget):>22}')
+            f'{"latest " + primary:>20}  {"best within " + reproduction.steps_label(plan.budget):>22}')
   lines = [header]
   for spec in plan.specs:
     progress = reproduction.read_progress(spec.train_dir, spec.log('train'), now)
@@ -501,7 +501,7 @@ def status_table(plan, now=None):
     elif complete:
       state = 'evaluating' if eval_pids else 'trained, evaluation stopped'
     elif progress['steps']:
-      state = 'stopped'
+      state = f'stopped (resumes at {progress["full_checkpoint"] or 0})'
     else:
       state = 'not started'
     if eval_pids and train_pids:
@@ -512,9 +512,9 @@ def status_table(plan, now=None):
     if rate:  # running: extrapolated from the newest checkpoint or progress line
       estimate = min(spec.run_length, int(progress['steps'] + rate * max(0.0, now - (progress['updated'] or now))))
       steps, eta = f'~{estimate}', (spec.run_length - estimate) / rate
-    latest = f'{curve[-1].success:.2f} @ {reproduction._steps_label(curve[-1].step)}' if curve else ''
+    latest = f'{curve[-1].success:.2f} @ {reproduction.steps_label(curve[-1].step)}' if curve else ''
     best = reproduction.best_within(curve, plan.budget)
-    best = f'{best.success:.2f} @ {reproduction._steps_label(best.step)}' if best else ''
+    best = f'{best.success:.2f} @ {reproduction.steps_label(best.step)}' if best else ''
     evaluated = f'{len(done & set(progress["policy_steps"]))}/{len(progress["policy_steps"])}'
     lines.append(f'{spec.seed:>4}  {state:<30} {steps:>10} {spec.run_length:>10} '
                  f'{(f"{rate:.0f}" if rate else ""):>8} {reproduction.format_duration(eta):>7}  {evaluated:>9}  '
@@ -568,7 +568,10 @@ def run_local(plan, refresher):
   lock = threading.Lock()
 
   def job(spec):
-    result = run_seed(spec, stop)
+    try:
+      result = run_seed(spec, stop)
+    except Exception as e:  # pylint: disable=broad-except  (reported as the seed's failure, not lost in a thread)
+      result = {'seed': spec.seed, 'state': 'failed', 'message': f'seed {spec.seed}: {type(e).__name__}: {e}'}
     with lock:
       results.append(result)
     say(result['message'])
@@ -704,8 +707,9 @@ def main(argv=None):
     return EXIT_USAGE
   protocol = plan.protocol
   print(f'reproduce: {plan.name} ({protocol.task}), seeds 0..{len(plan.specs) - 1}, {plan.manifest["steps"]:,} '
-        f'steps each (num_episodes_train {plan.manifest["num_episodes_train"]}, stops at {plan.manifest["run_length"]:,}'
-        f'), policy every {args.policy_every:,} steps, {args.eval_episodes} episodes x modes {list(protocol.modes)} '
+        f'steps each (num_episodes_train {plan.manifest["num_episodes_train"]}, stops at '
+        f'{plan.manifest["run_length"]:,}), policy every {args.policy_every:,} steps, {args.eval_episodes} episodes '
+        f'x modes {list(protocol.modes)} '
         f'(headline {protocol.primary_mode} {protocol.goals[protocol.primary_mode]}); root {plan.root}; '
         f'{plan.parallel} at once ({args.backend})', flush=True)
   if args.dry_run:

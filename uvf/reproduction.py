@@ -375,7 +375,8 @@ def summary_lines(result):
     entry = result['modes'][mode]
     t1, f4 = entry['table1'], entry['figure4']
     goal = entry['goal']
-    line = (f'{mode} {goal}: best success within {budget:,} steps {format_mean_se(t1["success_mean"], t1["success_se"])}'
+    best = format_mean_se(t1['success_mean'], t1['success_se'])
+    line = (f'{mode} {goal}: best success within {budget:,} steps {best}'
             f' over {t1["seeds"]} seed{"s" if t1["seeds"] != 1 else ""} ({t1["complete"]} complete)')
     if f4['peak_step'] is not None:
       line += f'; mean curve peak {f4["peak_success_mean"]:.2f} at {f4["peak_step"]:,}'
@@ -479,7 +480,7 @@ class _Panel(object):
     for i in range(6):
       s, v = self.x_max * i / 5, self.y_low + (self.y_high - self.y_low) * i / 5
       draw.line([self.sx(s), self.y0, self.sx(s), self.y0 + 4], fill='black')
-      draw.text((self.sx(s) - 14, self.y0 + 6), _steps_label(s), fill='black', font=font)
+      draw.text((self.sx(s) - 14, self.y0 + 6), steps_label(s), fill='black', font=font)
       draw.line([self.x0 - 4, self.sy(v), self.x0, self.sy(v)], fill='black')
       draw.text((self.x0 - 40, self.sy(v) - 6), f'{v:.3g}', fill='black', font=font)
 
@@ -511,7 +512,7 @@ class _Panel(object):
     self.d.text((self.x1 - 7 * len(label) - 4, y - 14), label, fill=colour, font=self.font)
 
 
-def _steps_label(steps):
+def steps_label(steps):
   if steps >= 1e6:
     return f'{steps / 1e6:.3g}M'
   if steps >= 1e3:
@@ -561,8 +562,9 @@ def draw_png(result, path, name, width=1000, panel_height=260):
     panel = draw_mode(index, mode, 'success', (0.0, 1.0), f'success rate, {mode} (goal {goal})')
     if mode == result['primary_mode'] and result['paper']:
       paper = result['paper']
-      panel.hline(paper['success'], _PAPER, f'paper Table 1: {paper["success"]:.2f} +- '
-                                            f'{paper["standard_error"]:.2f} (best within {_steps_label(paper["steps"])})')
+      label = (f'paper Table 1: {paper["success"]:.2f} +- {paper["standard_error"]:.2f} (best within '
+               f'{steps_label(paper["steps"])})')
+      panel.hline(paper['success'], _PAPER, label)
   mode = result['primary_mode']
   distances = [p['distance'] for pts in result['modes'][mode]['per_seed'].values() for p in pts]
   high = max(distances + [2 * SUCCESS_DISTANCE]) * 1.05

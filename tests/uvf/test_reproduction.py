@@ -53,8 +53,9 @@ def seed_rows(tmp_path):
   return out
 
 
-PROTOCOL = reproduction.Protocol(task='AntMaze', modes=('eval1', 'eval3'), goals={'eval1': [16., 0.], 'eval3': [0., 16.]},
-                                 primary_mode='eval3', max_steps_per_episode=500, eval_episodes=50,
+PROTOCOL = reproduction.Protocol(task='AntMaze', modes=('eval1', 'eval3'),
+                                 goals={'eval1': [16., 0.], 'eval3': [0., 16.]}, primary_mode='eval3',
+                                 max_steps_per_episode=500, eval_episodes=50,
                                  paper=reproduction.PAPER_TABLE1['AntMaze'])
 
 
