@@ -81,6 +81,8 @@ def test_base_and_train_values_are_the_originals():
      (15, True, 1.0)),
     ('ant_push', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {'eval2': [0, 19]}, (15, True, 1.0)),
     ('ant_fall', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {'eval1': [0, 27, 4.5]}, (15, True, 1.0)),
+    ('ant_push_multi', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {'eval2': [0, 19]}, (15, True, 1.0)),
+    ('ant_fall_multi', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {'eval1': [0, 27, 4.5]}, (15, True, 1.0)),
     ('ant_block', 'AntBlock', ((-4, -4), (20, 20)), [3, 4], {'eval1': [16, 0], 'eval2': [16, 16],
                                                              'eval3': [0, 16]}, (2, False, 1.0)),
     ('ant_block_maze', 'AntBlockMaze', ((-4, -4), (12, 20)), [3, 4], {'eval1': [8, 0], 'eval2': [8, 16],
@@ -114,6 +116,19 @@ def test_top_level_task_configs(config, env_name, meta_range, state_indices, eva
   assert gin.query_parameter('train_uvf.max_steps_per_episode') is not None
   if config.endswith('_repr'):
     assert gin.query_parameter('StatePreprocess.trainable') is True
+
+
+@pytest.mark.parametrize('config, train_target', [
+    ('ant_maze', 'train/RandomSampler'), ('ant_push', 'eval2/ConstantSampler'), ('ant_fall', 'eval1/ConstantSampler'),
+    ('ant_push_multi', 'train/RandomSampler'), ('ant_fall_multi', 'train/RandomSampler'),
+    ('ant_push_repr', 'train/RandomSampler'), ('ant_fall_repr', 'train/RandomSampler')])
+def test_training_targets_of_the_table1_tasks(config, train_target):
+  """HIRO's Table 1 trained AntMaze on random targets and AntPush / AntFall on their one evaluation target (the
+  original's *_single contexts; docs/reproduction.md); the *_multi configs and hiro_repr's sample them at random."""
+  parse(f'{config}.gin')
+  samplers = gin.query_parameter('meta/Context.samplers')
+  for mode in ('train', 'explore'):
+    assert [ref.scoped_selector for ref in samplers[mode]] == [train_target], mode
 
 
 @pytest.mark.parametrize('config, expected', [

@@ -1,0 +1,224 @@
+"""scripts/reproduce.py end to end on the real AntMaze configuration with tiny settings: two seeds, the kit killed
+with SIGKILL mid-run while one seed's training is paused (it must be adopted, never started twice) and the other's
+training is killed too (it must resume from its last full checkpoint); the same command then finishes both seeds,
+evaluates every policy checkpoint exactly once and writes the aggregate, which is checked against a re-computation
+from the seeds' results.json files. Also the Ray backend on a local Ray instance, and the user errors."""
+
+import csv
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, 'scripts'))
+
+import reproduce  # pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf import reproduction  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+EPISODE = 50
+STEPS = 600  # 12 episodes of 50 steps: the runs stop at 700
+POLICY_EVERY = 200  # policy checkpoints 200, 400, 600
+MODES = ('eval1', 'eval2', 'eval3')
+TINY = ['--gin_param', f'RESET_EPISODE_PERIOD = {EPISODE}', '--gin_param', 'train_uvf.initial_episodes = 1',
+        '--gin_param', 'train_uvf.batch_size = 16', '--gin_param', 'agent/CircularBuffer.buffer_size = 1000',
+        '--gin_param', 'meta/CircularBuffer.buffer_size = 200', '--gin_param', 'train_uvf.save_interval_secs = 0',
+        '--gin_param', 'train_uvf.log_every_n_steps = 100', '--gin_param', 'train_uvf.steps_per_call = 50']
+
+
+def kit_command(root, seeds=2, extra=(), steps=STEPS):
+  return [sys.executable, os.path.join(REPO, 'scripts', 'reproduce.py'), 'configs/ant_maze.gin', '--seeds',
+          str(seeds), '--steps', str(steps), '--root', str(root), '--policy_every', str(POLICY_EVERY),
+          '--eval_episodes', '2', '--poll_secs', '0.5', '--report_every', '0'] + TINY + list(extra)
+
+
+class Kit(object):
+  """The kit as a child process whose output lines are collected by a thread."""
+
+  def __init__(self, command):
+    self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+    self.lines, self._queue = [], queue.Queue()
+    threading.Thread(target=self._read, daemon=True).start()
+
+  def _read(self):
+    for line in self.process.stdout:
+      self._queue.put(line)
+
+  def output(self):
+    while not self._queue.empty():
+      self.lines.append(self._queue.get())
+    return ''.join(self.lines)
+
+  def wait_for(self, text, timeout=300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+      if text in self.output():
+        return
+      assert self.process.poll() is None or text in self.output(), self.output()[-3000:]
+      time.sleep(0.2)
+    raise AssertionError(f'{text!r} not printed within {timeout} s:\n{self.output()[-3000:]}')
+
+
+def wait_until(condition, what, timeout=300):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    value = condition()
+    if value:
+      return value
+    time.sleep(0.1)
+  raise AssertionError(f'timed out waiting for {what}')
+
+
+def pid_of(root, seed, kind):
+  with open(os.path.join(root, 'logs', f'seed_{seed}.{kind}.pid')) as f:
+    return json.load(f)['pid']
+
+
+def training_midway(root, seed):
+  """The pid of the seed's training once it has written a full checkpoint and is not finished."""
+  step = reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}'))
+  path = os.path.join(root, 'logs', f'seed_{seed}.train.pid')
+  if step is None or step >= STEPS + 100 or not os.path.exists(path):
+    return None
+  return pid_of(root, seed, 'train')
+
+
+def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
+  root = str(tmp_path / 'r')
+  first, second, paused = Kit(kit_command(root)), None, {}
+  try:
+    # Freeze each seed's training as soon as it is midway (a full checkpoint written, not finished).
+    def freeze():
+      for seed in (0, 1):
+        pid = None if seed in paused else training_midway(root, seed)
+        if pid is not None:
+          os.kill(pid, signal.SIGSTOP)
+          paused[seed] = pid
+      return len(paused) == 2
+    wait_until(freeze, 'both trainings midway')
+    first.process.kill()  # kill -9 of the kit: its children live on in their own sessions
+    first.process.wait()
+    os.kill(paused.pop(1), signal.SIGKILL)  # seed 1's training dies too (a crash)
+    wait_until(lambda: not reproduce.running('run_train.py', os.path.join(root, 'seed_1')), 'seed 1 gone', 30)
+    resume_step = reproduction.full_checkpoint_step(os.path.join(root, 'seed_1'))
+
+    second = Kit(kit_command(root))
+    # Seed 0's training is alive (paused): the kit adopts it instead of starting a second one.
+    second.wait_for(f'seed 0: training is running already (pid {paused[0]}, started by an earlier reproduce.py)')
+    os.kill(paused.pop(0), signal.SIGCONT)
+    assert second.process.wait(timeout=600) == 0, second.output()[-3000:]
+  finally:
+    for pid in paused.values():
+      os.kill(pid, signal.SIGCONT)
+    for kit in (first, second):
+      if kit is not None and kit.process.poll() is None:
+        kit.process.kill()
+  out = second.output()
+  assert 'seed 1: resuming training' in out and 'seed 0: done' in out and 'seed 1: done' in out
+
+  # Seed 0 trained in one process; seed 1 was restarted and resumed from its last full checkpoint.
+  with open(os.path.join(root, 'logs', 'seed_0.train.log')) as f:
+    log0 = f.read()
+  with open(os.path.join(root, 'logs', 'seed_1.train.log')) as f:
+    log1 = f.read()
+  assert log0.count('run_train: HIRO (uvf), config ant_maze: starting') == 1 and 'resuming' not in log0
+  assert log1.count('run_train: HIRO (uvf), config ant_maze: starting') == 1
+  assert log1.count('run_train: HIRO (uvf), config ant_maze: resuming') == 1
+  assert f'Resumed from {os.path.join(root, "seed_1")}/model.ckpt-{resume_step}' in log1
+  expected_steps = [POLICY_EVERY * k for k in (1, 2, 3)]
+  seed_rows = {}
+  for seed in (0, 1):
+    train_dir = os.path.join(root, f'seed_{seed}')
+    assert reproduction.full_checkpoint_step(train_dir) == STEPS + 100
+    assert list(reproduction.policy_steps(train_dir)) == expected_steps
+    with open(os.path.join(train_dir, 'run.json')) as f:
+      bindings = json.load(f)['bindings']
+    assert bindings[-3:] == [f'train_uvf.seed = {seed}', f'train_uvf.save_policy_every_n_steps = {POLICY_EVERY}',
+                             f'train_uvf.num_episodes_train = {STEPS // EPISODE}']
+    with open(os.path.join(train_dir, 'eval', 'results.json')) as f:
+      rows = json.load(f)
+    # Every checkpoint evaluated exactly once in every mode, over 2 episodes.
+    assert sorted((r['step'], r['mode']) for r in rows) == [(s, m) for s in expected_steps for m in MODES]
+    assert {r['num_episodes'] for r in rows} == {2}
+    seed_rows[seed] = rows
+    # No process is left behind.
+    assert not reproduce.running('run_train.py', train_dir)
+    assert not reproduce.running('run_eval.py', os.path.join(train_dir, 'eval'))
+
+  # The aggregate, against a re-computation from the results files.
+  with open(os.path.join(root, 'aggregate', 'table1.csv')) as f:
+    table = {r['mode']: r for r in csv.DictReader(f)}
+  with open(os.path.join(root, 'aggregate', 'curves.csv')) as f:
+    curves = list(csv.DictReader(f))
+  for mode in MODES:
+    bests = [max(r['success_rate'] for r in rows if r['mode'] == mode) for rows in seed_rows.values()]
+    assert float(table[mode]['best_success_mean']) == pytest.approx(np.mean(bests))
+    assert float(table[mode]['best_success_se']) == pytest.approx(np.std(bests, ddof=1) / np.sqrt(2))
+    assert (table[mode]['seeds'], table[mode]['complete'], table[mode]['budget']) == ('2', '2', str(STEPS))
+    for step in expected_steps:
+      distances = [r['mean_final_distance'] for rows in seed_rows.values() for r in rows
+                   if r['mode'] == mode and r['step'] == step]
+      curve = [c for c in curves if c['mode'] == mode and int(c['step']) == step]
+      assert len(curve) == 1 and curve[0]['seeds'] == '2'
+      assert float(curve[0]['final_distance_mean']) == pytest.approx(np.mean(distances))
+  assert table['eval3']['primary'] == '1' and float(table['eval3']['paper_success']) == 0.99
+  assert Image.open(os.path.join(root, 'aggregate', 'ant_maze.png')).size[0] == 1000
+  with open(os.path.join(root, 'reproduce.json')) as f:
+    assert len(json.load(f)['launches']) == 2
+
+  # --status (in this process: the same main), read-only: both seeds done, 3/3 evaluated.
+  before = sorted(os.listdir(root))
+  assert reproduce.main(kit_command(root, extra=['--status'])[2:]) == 0
+  lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:1] in ('0', '1')]
+  assert [line[:5] for line in lines] == [['0', 'done', '700', '700', '3/3'], ['1', 'done', '700', '700', '3/3']]
+  assert sorted(os.listdir(root)) == before
+
+  # Another configuration in the same root is refused before anything starts; nothing changes.
+  with open(os.path.join(root, 'seed_0', 'run.json')) as f:
+    manifest = f.read()
+  assert reproduce.main(kit_command(root, extra=['--gin_param', 'train_uvf.batch_size = 8'])[2:]) == 2
+  error = capsys.readouterr().err
+  assert 'reproduce: error: seed 0 (train):' in error and 'holds a run of another configuration' in error
+  with open(os.path.join(root, 'seed_0', 'run.json')) as f:
+    assert f.read() == manifest
+  assert sorted(os.listdir(root)) == before
+
+
+def test_kit_user_errors(tmp_path):
+  result = subprocess.run(kit_command(tmp_path, extra=['--gin_param', 'train_uvf.seed = 3']), cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2
+  assert 'the kit sets train_uvf.seed itself (use --seeds)' in result.stderr and 'Traceback' not in result.stderr
+  assert not os.listdir(tmp_path)
+
+
+def test_ray_backend_on_a_local_ray_instance(tmp_path):
+  """--backend ray: the seed's job runs as a Ray task on a local Ray instance (ray.init in the kit). CI installs
+  requirements-ray.txt; elsewhere this needs it too."""
+  if not os.environ.get('CI'):
+    pytest.importorskip('ray', reason='the Ray backend needs pip install -r requirements-ray.txt')
+  root = str(tmp_path / 'ray')
+  command = kit_command(root, seeds=1, extra=['--backend', 'ray', '--parallel', '1'], steps=200)
+  result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, RAY_AUTH_MODE='disabled'))
+  out = result.stdout + result.stderr
+  assert result.returncode == 0, out[-3000:]
+  assert 'seed 0: submitted to Ray.' in out
+  assert '(run_seed pid=' in out  # the job's own messages come from a Ray worker process
+  train_dir = os.path.join(root, 'seed_0')
+  assert reproduction.full_checkpoint_step(train_dir) == 300
+  with open(os.path.join(train_dir, 'eval', 'results.json')) as f:
+    rows = json.load(f)
+  assert sorted((r['step'], r['mode']) for r in rows) == [(200, m) for m in MODES]
+  assert os.path.exists(os.path.join(root, 'aggregate', 'table1.csv'))
+  assert not reproduce.running('run_train.py', train_dir)
+  assert not reproduce.running('run_eval.py', os.path.join(train_dir, 'eval'))

@@ -1,0 +1,218 @@
+"""uvf/reproduction.py: the Table 1 protocol of the task configs, and the aggregation of seeds' evaluations.
+
+The evaluation files are hand-made (the rows `uvf.eval` writes into results.json); every expected statistic below
+was worked out by hand from them.
+"""
+
+import csv
+import json
+import os
+
+import gin
+import numpy as np
+import pytest
+from PIL import Image
+
+import launcher
+from uvf import reproduction
+
+BUDGET = 150_000
+
+
+def row(step, mode, success, distance, episodes=50):
+  return {'step': step, 'mode': mode, 'goal': [0, 16], 'num_episodes': episodes, 'episode_steps': 500,
+          'success_rate': success, 'mean_final_distance': distance, 'checkpoint': f'policy/model.ckpt-{step}'}
+
+
+# eval3 success / final distance per seed and step; eval1 is 1 - eval3 with distance 1.
+SEEDS = {
+    0: {50_000: (0.0, 16.0), 100_000: (0.4, 9.0), 150_000: (0.9, 3.0), 200_000: (1.0, 1.0)},
+    1: {50_000: (0.1, 15.0), 100_000: (0.7, 5.0), 150_000: (0.5, 7.0)},
+    2: {50_000: (0.0, 14.0), 100_000: (0.0, 13.0)},
+}
+
+
+def write_seed(directory, points, duplicate=False):
+  rows = []
+  for step, (success, distance) in points.items():
+    rows.append(row(step, 'eval1', 1.0 - success, 1.0))
+    rows.append(row(step, 'eval3', success, distance))
+  if duplicate:  # a re-evaluation of step 50,000 appended later: the last row of a step counts
+    rows.append(row(50_000, 'eval3', 0.3, 12.0))
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, reproduction.RESULTS_FILE), 'w') as f:
+    json.dump(rows, f)
+
+
+@pytest.fixture
+def seed_rows(tmp_path):
+  out = {}
+  for seed, points in SEEDS.items():
+    write_seed(str(tmp_path / f'seed_{seed}' / 'eval'), points)
+    out[seed] = reproduction.load_results(str(tmp_path / f'seed_{seed}' / 'eval'))
+  return out
+
+
+PROTOCOL = reproduction.Protocol(task='AntMaze', modes=('eval1', 'eval3'),
+                                 goals={'eval1': [16., 0.], 'eval3': [0., 16.]}, primary_mode='eval3',
+                                 max_steps_per_episode=500, eval_episodes=50,
+                                 paper=reproduction.PAPER_TABLE1['AntMaze'])
+
+
+def test_mean_and_standard_error_hand_worked():
+  # [0.9, 0.7, 0.0]: mean 0.53333; deviations 0.36667, 0.16667, -0.53333; squares sum 0.44667; / (n - 1) = 0.22333;
+  # s = 0.47258; s.e. = s / sqrt(3) = 0.27285.
+  mean, se, n = reproduction.mean_standard_error([0.9, 0.7, 0.0])
+  assert n == 3
+  assert mean == pytest.approx(0.533333, abs=1e-6)
+  assert se == pytest.approx(0.272845, abs=1e-6)
+  assert reproduction.mean_standard_error([0.4]) == (0.4, None, 1)
+  assert reproduction.mean_standard_error([]) == (None, None, 0)
+
+
+def test_best_within_budget_hand_worked(seed_rows):
+  curves = {seed: reproduction.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
+  best = reproduction.best_within(curves[0], BUDGET)
+  assert (best.step, best.success, best.distance) == (150_000, 0.9, 3.0)  # 200,000 is past the budget
+  assert reproduction.best_within(curves[0], 10_000_000).step == 200_000
+  assert reproduction.best_within(curves[2], BUDGET).step == 50_000  # equal bests: the earliest
+  assert reproduction.best_within(curves[0], 10_000) is None
+  table = reproduction.table1(curves, BUDGET)
+  # Bests within 150k: 0.9 (seed 0, at 150k), 0.7 (seed 1, at 100k), 0.0 (seed 2, at 50k).
+  assert table['per_seed'][0] == {'success': 0.9, 'step': 150_000, 'last_step': 200_000}
+  assert table['per_seed'][1] == {'success': 0.7, 'step': 100_000, 'last_step': 150_000}
+  assert table['per_seed'][2] == {'success': 0.0, 'step': 50_000, 'last_step': 100_000}
+  assert table['seeds'] == 3 and table['complete'] == 2  # seed 2 has not reached 150k yet
+  assert table['success_mean'] == pytest.approx(0.533333, abs=1e-6)
+  assert table['success_se'] == pytest.approx(0.272845, abs=1e-6)
+
+
+def test_mean_curve_across_seeds_hand_worked(seed_rows):
+  curves = {seed: reproduction.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
+  curve = {r['step']: r for r in reproduction.across_seeds(curves)}
+  assert sorted(curve) == [50_000, 100_000, 150_000, 200_000]
+  # 100k: successes 0.4, 0.7, 0.0 -> mean 0.36667, s = 0.35119, s.e. 0.20276; distances 9, 5, 13 -> 9, s.e. 2.3094.
+  assert curve[100_000]['seeds'] == 3
+  assert curve[100_000]['success_mean'] == pytest.approx(0.366667, abs=1e-6)
+  assert curve[100_000]['success_se'] == pytest.approx(0.202759, abs=1e-6)
+  assert curve[100_000]['distance_mean'] == pytest.approx(9.0)
+  assert curve[100_000]['distance_se'] == pytest.approx(2.309401, abs=1e-6)
+  # 150k: seeds 0 and 1 only: 0.9, 0.5 -> 0.7, s.e. 0.2; 200k: seed 0 alone.
+  assert curve[150_000]['seeds'] == 2
+  assert curve[150_000]['success_mean'] == pytest.approx(0.7)
+  assert curve[150_000]['success_se'] == pytest.approx(0.2)
+  assert (curve[200_000]['seeds'], curve[200_000]['success_mean'], curve[200_000]['success_se']) == (1, 1.0, None)
+  within = reproduction.across_seeds(curves, BUDGET)
+  assert [r['step'] for r in within] == [50_000, 100_000, 150_000]
+  # Figure 4 view: the peak of the mean curve within the budget is 0.7 at 150k.
+  assert reproduction.figure4(within) == {'peak_success_mean': pytest.approx(0.7), 'peak_step': 150_000,
+                                          'last_step': 150_000, 'last_success_mean': pytest.approx(0.7)}
+
+
+def test_a_step_evaluated_twice_keeps_its_last_row(tmp_path):
+  write_seed(str(tmp_path), SEEDS[0], duplicate=True)
+  curves = reproduction.seed_curves(reproduction.load_results(str(tmp_path)))
+  assert [p.step for p in curves['eval3']] == [50_000, 100_000, 150_000, 200_000]
+  assert curves['eval3'][0] == reproduction.Point(50_000, 0.3, 12.0, 50)
+  assert reproduction.evaluated_steps(reproduction.load_results(str(tmp_path)), ['eval1', 'eval3']) == set(SEEDS[0])
+  assert reproduction.load_results(str(tmp_path / 'none')) == []
+
+
+def test_outputs(seed_rows, tmp_path):
+  result = reproduction.aggregate(seed_rows, PROTOCOL, BUDGET)
+  paths = reproduction.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
+  with open(paths['table1.csv']) as f:
+    table = {r['mode']: r for r in csv.DictReader(f)}
+  assert float(table['eval3']['best_success_mean']) == pytest.approx(0.533333, abs=1e-6)
+  assert float(table['eval3']['best_success_se']) == pytest.approx(0.272845, abs=1e-6)
+  assert (table['eval3']['seeds'], table['eval3']['complete'], table['eval3']['primary']) == ('3', '2', '1')
+  assert (float(table['eval3']['paper_success']), float(table['eval3']['paper_se'])) == (0.99, 0.01)
+  # eval1 = 1 - eval3: bests within 150k are 1.0 (seed 0 at 50k), 0.9 (seed 1 at 50k), 1.0 (seed 2): mean 0.96667;
+  # s = 0.057735, s.e. 0.033333.
+  assert float(table['eval1']['best_success_mean']) == pytest.approx(0.966667, abs=1e-6)
+  assert float(table['eval1']['best_success_se']) == pytest.approx(0.033333, abs=1e-6)
+  assert table['eval1']['paper_success'] == ''
+  with open(paths['curves.csv']) as f:
+    curves = [r for r in csv.DictReader(f) if r['mode'] == 'eval3']
+  assert [int(r['step']) for r in curves] == [50_000, 100_000, 150_000]
+  assert float(curves[1]['success_mean']) == pytest.approx(0.366667, abs=1e-6)
+  with open(paths['per_seed.csv']) as f:
+    per_seed = list(csv.DictReader(f))
+  assert len(per_seed) == 2 * (4 + 3 + 2)  # every evaluation of every seed, both modes, the 200k one included
+  with open(paths['summary.json']) as f:
+    summary = json.load(f)
+  assert summary['modes']['eval3']['table1']['per_seed']['1'] == {'success': 0.7, 'step': 100_000,
+                                                                  'last_step': 150_000}
+  assert summary['paper']['success'] == 0.99 and summary['primary_mode'] == 'eval3'
+  image = np.asarray(Image.open(paths['png']).convert('RGB')).astype(int)
+  assert image.shape[1] == 1000 and image.shape[0] > 3 * 260
+  # The paper's value (red, dashed), the mean curve (blue) and its band are drawn.
+  for colour in ((210, 30, 30), (20, 60, 200), (190, 205, 245)):
+    assert np.any(np.all(image == colour, axis=-1)), colour
+
+
+def test_steps_to_episodes():
+  assert reproduction.num_episodes_for_steps(3_000_000, 500) == 6000  # the AntMaze campaign's binding
+  assert reproduction.num_episodes_for_steps(60_000, 500) == 120
+  assert reproduction.num_episodes_for_steps(60_001, 500) == 121
+  assert reproduction.run_length(6000, 500) == 3_000_100  # train_uvf stops at num_episodes x T + 100
+  with pytest.raises(ValueError):
+    reproduction.num_episodes_for_steps(0, 500)
+
+
+@pytest.mark.parametrize('config, task, primary, goal, modes, paper', [
+    ('ant_maze.gin', 'AntMaze', 'eval3', [0., 16.], ('eval1', 'eval2', 'eval3'), 0.99),
+    ('ant_push.gin', 'AntPush', 'eval2', [0., 19.], ('eval2',), 0.92),
+    ('ant_fall.gin', 'AntFall', 'eval1', [0., 27., 4.5], ('eval1',), 0.66),
+    ('ant_push_multi.gin', 'AntPush', 'eval2', [0., 19.], ('eval2',), 0.92),
+    ('ant_fall_multi.gin', 'AntFall', 'eval1', [0., 27., 4.5], ('eval1',), 0.66),
+    ('point_maze.gin', 'PointMaze', 'eval3', [0., 8.], ('eval1', 'eval2', 'eval3'), None),
+])
+def test_protocol_of_the_task_configs(config, task, primary, goal, modes, paper):
+  launcher.register_configurables()
+  launcher.parse_gin([launcher.resolve_config_path(f'configs/{config}')], [])
+  protocol = reproduction.protocol_from_gin()
+  assert (protocol.task, protocol.primary_mode, protocol.modes) == (task, primary, modes)
+  assert protocol.goals[primary] == goal
+  assert (protocol.max_steps_per_episode, protocol.eval_episodes) == (500, 50)
+  assert (protocol.paper.success if protocol.paper else None) == paper
+  assert reproduction.Protocol.from_json(json.loads(json.dumps(protocol.to_json()))) == protocol
+
+
+def test_protocol_errors():
+  launcher.register_configurables()
+  launcher.parse_gin([launcher.resolve_config_path('configs/ant_maze.gin')], [])
+  assert reproduction.protocol_from_gin('eval1').primary_mode == 'eval1'
+  with pytest.raises(ValueError, match=r"--mode eval9: the configuration evaluates the modes \['eval1', 'eval2'"):
+    reproduction.protocol_from_gin('eval9')
+  launcher.parse_gin([launcher.resolve_config_path('configs/ant_maze.gin')], ['EVAL_MODES = ["eval1"]'])
+  with pytest.raises(ValueError, match=r"none of the eval modes \['eval1'\].*paper's target \[0.0, 16.0\]"):
+    reproduction.protocol_from_gin()
+  gin.clear_config()
+
+
+def test_progress_from_checkpoints_and_log(tmp_path):
+  train_dir = tmp_path / 'seed_0'
+  (train_dir / 'policy').mkdir(parents=True)
+  now = 1_000_000.0
+  for directory, step, mtime in ((train_dir / 'policy', 50_000, now - 500), (train_dir / 'policy', 100_000, now - 100),
+                                 (train_dir, 120_000, now - 20)):
+    for suffix in ('.index', '.data-00000-of-00001'):
+      path = directory / f'model.ckpt-{step}{suffix}'
+      path.write_bytes(b'')
+      os.utime(path, (mtime, mtime))
+  (train_dir / 'policy' / 'model.ckpt-150000.index').write_bytes(b'')  # being written: no data shard yet
+  (train_dir / 'checkpoint').write_text('model_checkpoint_path: "model.ckpt-120000"\n'
+                                        'all_model_checkpoint_paths: "model.ckpt-120000"\n')
+  progress = reproduction.read_progress(str(train_dir), None, now)
+  assert progress['steps'] == 120_000 and progress['full_checkpoint'] == 120_000
+  assert progress['policy_steps'] == [50_000, 100_000]
+  # The last two checkpoints: 100k at now - 100, 120k at now - 20: 20,000 steps in 80 s.
+  assert progress['rate'] == pytest.approx(250.0)
+  log = tmp_path / 'train.log'
+  log.write_text('global step 121000 / 3000100: loss = 1.0 (0.0100 sec/step) (100 steps/sec), ETA 8h\n'
+                 'global step 122000 / 3000100: loss = 1.0 (0.0050 sec/step) (200 steps/sec), ETA 4h\n')
+  os.utime(log, (now - 5, now - 5))
+  progress = reproduction.read_progress(str(train_dir), str(log), now)
+  assert (progress['steps'], progress['rate'], progress['updated']) == (122_000, 200.0, now - 5)
+  assert reproduction.read_progress(str(train_dir), str(log), now + 3600)['rate'] is None  # nothing recent
