@@ -15,7 +15,8 @@ The working tree is never modified. First the listed tests run once on the unmut
 
   python scripts/mutation_check.py                 # every mutation, a markdown table on stdout (~30-60 min)
   python scripts/mutation_check.py --list          # the mutations and their tests
-  python scripts/mutation_check.py --only meta_    # the mutations whose name contains 'meta_'
+  python scripts/mutation_check.py --only meta_,l1_  # the mutations whose name contains 'meta_' or 'l1_'
+  python scripts/mutation_check.py --repo ../other --tests tests/uvf/test_train.py  # another checkout, other tests
 
 Exit status: 0 if every mutation was caught, 1 otherwise (2: bad arguments or a mutation whose text is not found).
 """
@@ -146,15 +147,21 @@ def _copy_repo(repo, destination):
 
 
 def _run_tests(copy, tests, timeout):
-  """Runs pytest on `tests` in `copy`. Returns (exit status or 'timeout', seconds, last output lines)."""
+  """Runs pytest on `tests` in `copy` (stopping at the first failure).
+
+  Returns:
+    (exit status or 'timeout', seconds, the first failing test's name or '', last output lines).
+  """
   start = time.monotonic()
-  command = [sys.executable, '-m', 'pytest', '-q', '-x', '-p', 'no:cacheprovider'] + list(tests)
+  command = [sys.executable, '-m', 'pytest', '-q', '-x', '-rfE', '-p', 'no:cacheprovider'] + list(tests)
   try:
     result = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=timeout, check=False)
   except subprocess.TimeoutExpired:
-    return 'timeout', time.monotonic() - start, ''
-  tail = '\n'.join((result.stdout + result.stderr).strip().splitlines()[-5:])
-  return result.returncode, time.monotonic() - start, tail
+    return 'timeout', time.monotonic() - start, '', ''
+  lines = (result.stdout + result.stderr).strip().splitlines()
+  failed = [line.split()[1] for line in lines if line.startswith(('FAILED ', 'ERROR ')) and len(line.split()) > 1]
+  first = failed[0].split('::', 1)[-1] if failed else ''
+  return result.returncode, time.monotonic() - start, first, '\n'.join(lines[-5:])
 
 
 def _verdict(status):
@@ -176,17 +183,23 @@ def _check_texts(mutations, repo):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--only', default='', help='run the mutations whose name contains this string')
+  parser.add_argument('--only', default='', help='comma-separated: run the mutations whose name contains one of '
+                      'these strings')
+  parser.add_argument('--repo', default=REPO, help='the checkout to copy and mutate (default: this one)')
+  parser.add_argument('--tests', nargs='+', help='run these tests for every mutation instead of its own')
   parser.add_argument('--list', action='store_true', help='list the mutations and their tests, run nothing')
   parser.add_argument('--no-baseline', action='store_true', help='skip the run of the tests on the unmutated copy')
   parser.add_argument('--timeout', type=float, default=900, help='seconds per pytest run (default 900)')
   parser.add_argument('--verbose', action='store_true', help='print the last lines of pytest output per mutation')
   args = parser.parse_args(argv)
-  mutations = [m for m in MUTATIONS if args.only in m.name]
+  patterns = args.only.split(',')
+  mutations = [m for m in MUTATIONS if any(p in m.name for p in patterns)]
+  if args.tests:
+    mutations = [m._replace(tests=args.tests) for m in mutations]
   if not mutations:
     print(f'No mutation name contains {args.only!r}; --list shows them.', file=sys.stderr)
     return 2
-  problems = _check_texts(mutations, REPO)
+  problems = _check_texts(mutations, args.repo)
   if problems:
     print('\n'.join(problems), file=sys.stderr)
     return 2
@@ -195,10 +208,10 @@ def main(argv=None):
       print(f'{m.name}: {m.path}: {m.original.strip()!r} -> {m.replacement.strip()!r}\n    tests: {" ".join(m.tests)}')
     return 0
   with tempfile.TemporaryDirectory(prefix='mutation_check_') as copy:
-    _copy_repo(REPO, copy)
+    _copy_repo(args.repo, copy)
     if not args.no_baseline:
       tests = sorted({t for m in mutations for t in m.tests})
-      status, seconds, tail = _run_tests(copy, tests, args.timeout * 2)
+      status, seconds, _, tail = _run_tests(copy, tests, args.timeout * 2)
       print(f'baseline ({len(tests)} test selections, unmutated): pytest exit {status} in {seconds:.0f} s',
             file=sys.stderr)
       if status != 0:
@@ -213,22 +226,22 @@ def main(argv=None):
       with open(path, 'w') as f:
         f.write(source.replace(m.original, m.replacement))
       try:
-        status, seconds, tail = _run_tests(copy, m.tests, args.timeout)
+        status, seconds, failed, tail = _run_tests(copy, m.tests, args.timeout)
       finally:
         with open(path, 'w') as f:
           f.write(source)
       verdict = _verdict(status)
-      rows.append((m, verdict, seconds))
-      print(f'{m.name}: {verdict} ({seconds:.0f} s)', file=sys.stderr)
+      rows.append((m, verdict, failed if verdict == 'caught' else '', seconds))
+      print(f'{m.name}: {verdict} {failed} ({seconds:.0f} s)', file=sys.stderr)
       if args.verbose or verdict == 'broken':
         print(tail, file=sys.stderr)
-  print('| mutation | file | change | tests | result | s |')
-  print('|---|---|---|---|---|---|')
-  for m, verdict, seconds in rows:
+  print('| mutation | file | change | tests run | result | first failing test | s |')
+  print('|---|---|---|---|---|---|---|')
+  for m, verdict, failed, seconds in rows:
     tests = ', '.join(t.replace('tests/uvf/', '').replace('tests/', '') for t in m.tests)
-    change = f'`{m.original.strip()}` -> `{m.replacement.strip()}`'.replace('\n', ' ').replace('|', '\\|')
-    print(f'| {m.name} | {m.path} | {change} | {tests} | {verdict} | {seconds:.0f} |')
-  caught = sum(verdict == 'caught' for _, verdict, _ in rows)
+    change = ' '.join(f'`{m.original.strip()}` -> `{m.replacement.strip()}`'.split()).replace('|', '\\|')
+    print(f'| {m.name} | {m.path} | {change} | {tests} | {verdict} | {failed} | {seconds:.0f} |')
+  caught = sum(verdict == 'caught' for _, verdict, _, _ in rows)
   print(f'\n{caught} of {len(rows)} mutations caught.')
   return 0 if caught == len(rows) else 1
 

@@ -77,8 +77,13 @@ SCALE, GAMMA, META_GAMMA = 2.5, 0.95, 0.9
 ANT_ACTION_BOUND = 30.0
 
 
-@pytest.fixture(scope='module', name='run_b')
-def _run_b(tmp_path_factory):
+@pytest.fixture(scope='module', name='trainer_a')
+def _trainer_a(run_a):
+  return run_a[1].trainer
+
+
+@pytest.fixture(scope='module', name='trainer_b')
+def _trainer_b(tmp_path_factory):
   """100 steps: 20 initial, then 80 iterations (5 episodes of 20 steps, 10 meta transitions)."""
   bindings = hiro_fixtures.small_bindings(episodes=0, episode=20, extra=[
       f'train_uvf.reward_scale_factor = {SCALE}', f'train_uvf.gamma = {GAMMA}', f'train_uvf.meta_gamma = {META_GAMMA}'])
@@ -89,12 +94,11 @@ def _numpy_batch(batch):
   return [np.asarray(x) for x in batch]
 
 
-@pytest.mark.parametrize('run', ['run_a', 'run_b'])
-def test_low_level_reward_recomputed_at_train_time(run, request):
+@pytest.mark.parametrize('trainer, gamma', [('trainer_a', 0.99), ('trainer_b', GAMMA)])
+def test_low_level_reward_recomputed_at_train_time(trainer, gamma, request):
   """What the low-level update trains on, from a batch of the real buffer: r = -sqrt(||s[:15] + g - s'[:15]||^2 +
-  1e-10) recomputed (the stored reward and reward_scale_factor play no part), discounts gamma (0.99 in run A)."""
-  t = request.getfixturevalue(run)[1].trainer if run == 'run_a' else request.getfixturevalue(run)
-  gamma = 0.99 if run == 'run_a' else GAMMA
+  1e-10) recomputed (the stored reward and reward_scale_factor play no part), discounts gamma."""
+  t = request.getfixturevalue(trainer)
   batch = t.replay_buffer.get_random_batch(16)
   states, actions, rewards, discounts, next_states, noise = (x.numpy() for x in t.low_level_inputs(batch))
   s, a, _, _, s2, g, g2 = _numpy_batch(batch)
@@ -125,12 +129,12 @@ def _numpy_best_goals(actor_weights, states, next_states, goals, low_states, low
   return candidates, scores
 
 
-def test_meta_update_trains_on_relabelled_goals_scaled_rewards_and_meta_discounts(run_b):
+def test_meta_update_trains_on_relabelled_goals_scaled_rewards_and_meta_discounts(trainer_b):
   """What the meta update trains on, from a batch of the real meta buffer, against NumPy: the goals relabelled by the
   off-policy correction (the 10 candidates scored over the c stored steps), the stored reward sums x
   reward_scale_factor (2.5), discounts meta_gamma (0.9, not gamma 0.95) x the context discounts (1 away from the
   target), the merged states s ⊕ T and s' ⊕ T'."""
-  t = run_b
+  t = trainer_b
   batch = t.meta_replay_buffer.get_random_batch(16)
   s, g, r, _, s2, low_states, low_actions, ctx, ctx2 = _numpy_batch(batch)
   rng = t.relabeler.rng
@@ -145,7 +149,6 @@ def test_meta_update_trains_on_relabelled_goals_scaled_rewards_and_meta_discount
     chosen = [k for k in range(10) if np.allclose(goals[b], candidates[k, b], atol=1e-5)]
     assert chosen, (b, goals[b])
     assert scores[chosen[0], b] >= scores[best[b], b] - 1e-6 * max(1.0, abs(scores[best[b], b])), b
-  np.testing.assert_allclose(goals, candidates[best, np.arange(16)], atol=1e-5)
   assert np.mean(np.any(np.abs(goals - g) > 1e-3, 1)) > 0.5  # relabelling changed most goals
   assert np.all(r != 0)
   np.testing.assert_allclose(rewards, SCALE * r, rtol=1e-6)
