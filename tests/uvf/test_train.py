@@ -51,15 +51,22 @@ def test_counters_schedule_and_trace_counts(run_a):
 
 
 def test_summaries_and_checkpoints(run_a):
-  train_dir, loop, _ = run_a
-  tags = set()
+  train_dir, loop, (counters, _, _) = run_a
+  tags, last = set(), {}
   for path in tf.io.gfile.glob(os.path.join(train_dir, 'events.out.tfevents.*')):
     for event in tf.compat.v1.train.summary_iterator(path):
-      tags.update(value.tag for value in event.summary.value)
+      for value in event.summary.value:
+        tags.add(value.tag)
+        if value.metadata.plugin_data.plugin_name == 'scalars':
+          last[value.tag] = (event.step, float(tf.make_ndarray(value.tensor)))
   for tag in ('Counters/environment_steps', 'Counters/num_meta_updates', 'Counters/replay_buffer_adds',
               'avg_episode_rewards', 'avg_episode_meta_rewards', 'episode_rewards', 'nometa/Reward/average_step_reward',
               'meta/Reward/average_step_reward', 'global_step/sec', 'avg_episode_final_distance'):
     assert tag in tags, tag
+  # The final summaries (written at the end, at step 200) hold the final counters.
+  for i, name in enumerate(('environment_steps', 'num_episodes', 'num_resets', 'num_updates', 'num_meta_updates',
+                            'replay_buffer_adds', 'meta_replay_buffer_adds')):
+    assert last[f'Counters/{name}'] == (200, counters[i]), name
   assert tf.train.latest_checkpoint(str(train_dir)).endswith('model.ckpt-200')
   policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
   assert policy.endswith('model.ckpt-200') and os.path.exists(os.path.join(train_dir, 'policy', 'model.ckpt-100.index'))
