@@ -164,6 +164,12 @@ class GoalRelabeler(tf.Module):
     self._rng = tf.random.Generator.from_seed(seed) if seed is not None else (
         tf.random.Generator.from_non_deterministic_state())
 
+  @property
+  def rng(self):
+    """The `tf.random.Generator` of the Gaussian candidates ('sample': one draw of [K - 2, B, G] standard normals per
+    call; 'FuN': [B, G]); checkpointed with the relabeler."""
+    return self._rng
+
   def _reprs(self, states, goal_dim):
     """Representations [..., goal_dim] of states [..., O] (any leading dimensions)."""
     flat = tf.reshape(states, [-1, states.shape[-1]])

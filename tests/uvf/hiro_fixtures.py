@@ -37,3 +37,14 @@ def run_training(train_dir, bindings):
   finally:
     train.TrainingLoop.run = original
   return loops[0]
+
+
+def build_trainer(train_dir, bindings):
+  """Parses the AntMaze configuration with `bindings` and returns train_uvf's `HiroTrainer`, built but not run
+  (nothing collected, targets not copied)."""
+  original = train.TrainingLoop.run
+  train.TrainingLoop.run = lambda self: None
+  try:
+    return run_training(train_dir, bindings).trainer
+  finally:
+    train.TrainingLoop.run = original

@@ -268,11 +268,66 @@ def test_bad_arguments_raise_value_error():
     ddpg_agent.Td3Update(agent, None, None, target_update_period=0, tau=0.1)
 
 
+def test_target_q_clipping_clips_the_td_targets():
+  agent = make_agent(seed=12, target_policy_noise=0.0)
+  s, a, r, d, s2 = make_batch(12)
+  y = np_targets(agent, r, d, s2, noise=0.0)
+  low, high = np.quantile(y, [0.3, 0.7])  # both bounds bite
+  clipped = make_agent(seed=12, target_policy_noise=0.0, target_q_clipping=(low, high))
+  q = np.stack([np_q(agent.networks['critic_net'], s, a), np_q(agent.networks['critic_net2'], s, a)])
+  expected = huber(q - np.clip(y, low, high)).mean()
+  assert abs(expected - huber(q - y).mean()) > 1e-3
+  np.testing.assert_allclose(clipped.critic_loss(s, a, r, d, s2).numpy(), expected, rtol=1e-5)
+
+
+def test_dqda_clipping_clips_the_actor_gradient():
+  agent = make_agent(seed=13)
+  s = make_batch(13)[0]
+  dqda = np_dqda(agent, s)
+  clip = float(np.quantile(np.abs(dqda), 0.5))  # half of the elements are clipped
+  clipped = make_agent(seed=13, dqda_clipping=clip)
+  np.testing.assert_allclose(clipped.actor_loss(s).numpy(), np.mean(np.clip(dqda, -clip, clip) ** 2), rtol=1e-3)
+  assert abs(np.mean(np.clip(dqda, -clip, clip) ** 2) - np.mean(dqda ** 2)) > 0.1 * np.mean(dqda ** 2)
+
+
+def test_actions_regularizer_adds_the_norm_of_the_actions():
+  agent = make_agent(seed=14, actions_regularizer=0.3)
+  s = make_batch(14)[0]
+  mu = np_mu(agent.networks['actor_net'], s)
+  expected = np.mean(np_dqda(agent, s) ** 2) + 0.3 * np.sqrt(np.sum(mu ** 2))  # Frobenius norm over the batch
+  np.testing.assert_allclose(agent.actor_loss(s).numpy(), expected, rtol=1e-3)
+
+
+def _scalars(logdir):
+  """{tag: value} of the scalar summaries in the event files under `logdir` (read back with TF1's iterator)."""
+  values = {}
+  for path in tf.io.gfile.glob(str(logdir / 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        values[value.tag] = float(tf.make_ndarray(value.tensor)) if value.HasField('tensor') else value.simple_value
+  return values
+
+
 def test_debug_summaries_write_scalars_and_keep_the_loss(tmp_path):
   batch = make_batch(11)
   plain = make_agent(seed=11, target_policy_noise=0.0).critic_loss(*batch)
   agent = make_agent(seed=11, target_policy_noise=0.0, debug_summaries=True)
-  with tf.summary.create_file_writer(str(tmp_path)).as_default(step=0):
+  writer = tf.summary.create_file_writer(str(tmp_path))
+  with writer.as_default(step=0):
     loss = agent.critic_loss(*batch)
+  writer.close()
   assert loss.numpy() == plain.numpy()
-  assert list(tmp_path.iterdir())
+  s, a, r, d, s2 = batch
+  nets = agent.networks
+  target_q = np.minimum(np_q(nets['target_critic_net'], s2, np_mu(nets['target_actor_net'], s2)),
+                        np_q(nets['target_critic_net2'], s2, np_mu(nets['target_actor_net'], s2)))
+  y = r + d * target_q
+  q = np.stack([np_q(nets['critic_net'], s, a), np_q(nets['critic_net2'], s, a)])
+  expected = {'target_q_values': target_q, 'q_values': q, 'td_targets': y, 'td_errors': y - q}
+  scalars = _scalars(tmp_path)
+  for name, value in expected.items():
+    for stat, fn in (('mean', np.mean), ('max', np.max), ('min', np.min)):
+      np.testing.assert_allclose(scalars[f'td_errors/{name}/{stat}'], fn(value), rtol=1e-4, atol=1e-5,
+                                 err_msg=f'{name}/{stat}')
+  np.testing.assert_allclose(scalars['td_errors/td_errors/mean_abs'], np.mean(np.abs(y - q)), rtol=1e-4)
+  assert len(scalars) == 13

@@ -128,17 +128,31 @@ def test_unknown_strategy_lists_the_valid_ones():
 
 
 def test_state_repr_fn_is_used_for_loc_and_the_step_goals():
-  """A representation that scales the states by 2 must equal scoring with pre-scaled representations."""
-  tf_actor, _ = _linear_actor()
+  """With a representation phi(s) = 2 s[1:] the relabeler samples its candidates around loc = phi(s')[:G] -
+  phi(s)[:G] and scores the step goals g + phi(s_0)[:G] - phi(s_i)[:G]: its choice against NumPy from the same
+  standard normals (the relabeler's first draw from its seeded generator)."""
+  tf_actor, np_actor = _linear_actor()
   low_states, low_actions = _batch()
-  candidates = tf.constant(np.random.default_rng(5).uniform(-1, 1, size=(K, B, G)), tf.float32)
+  rng = np.random.default_rng(5)
+  states, next_states = low_states[:, 0], rng.normal(0, 3, size=(B, O)).astype(np.float32)
+  goals = rng.uniform(-1, 1, size=(B, G)).astype(np.float32) * GOAL_MAX
   relabeler = opc.GoalRelabeler('sample', -GOAL_MAX, GOAL_MAX, -ACTION_MAX, ACTION_MAX,
                                 state_repr_fn=lambda s: 2.0 * s[:, 1:], seed=0)
-  goals = relabeler(low_states[:, 0], low_states[:, -1], candidates[0], low_states, low_actions, tf_actor,
-                    candidates=candidates)
-  log_probs = opc.candidate_log_probs(candidates, tf.constant(low_states), tf.constant(low_actions),
-                                      tf.constant(2.0 * low_states[..., 1:1 + G]), tf_actor, -ACTION_MAX, ACTION_MAX)
-  np.testing.assert_array_equal(goals.numpy(), opc.best_goals(candidates, log_probs).numpy())
+  chosen = relabeler(states, next_states, goals, low_states, low_actions, tf_actor).numpy()
+  normals = tf.random.Generator.from_seed(0).normal([K - 2, B, G]).numpy()
+  loc = 2.0 * (next_states[:, 1:1 + G] - states[:, 1:1 + G]).astype(np.float64)
+  candidates = np.clip(np.concatenate([loc + 0.5 * GOAL_MAX * normals, loc[None], goals[None]]), -GOAL_MAX, GOAL_MAX)
+  reprs = 2.0 * low_states[..., 1:1 + G].astype(np.float64)
+  scores = np.zeros((K, B))
+  for k in range(K):
+    for b in range(B):
+      for i in range(C):
+        mu = np_actor(low_states[b, i][None], (candidates[k, b] + reprs[b, 0] - reprs[b, i])[None])[0]
+        scores[k, b] -= np.sum((low_actions[b, i] - mu) ** 2) / ACTION_MAX ** 2
+  np.testing.assert_allclose(chosen, candidates[np.argmax(scores, 0), np.arange(B)], rtol=1e-5, atol=1e-5)
+  # The raw states would give other candidates and other choices: the test tells them apart.
+  raw_loc = (next_states[:, :G] - states[:, :G]).astype(np.float64)
+  assert np.abs(raw_loc - loc).max() > 1.0
 
 
 def test_tf_function_equals_eager_and_traces_once():

@@ -85,6 +85,19 @@ def test_options_scales_l1_vectorize_diff_bonus_offset_weights():
   np.testing.assert_allclose(rewards, 1.0 - np.sqrt(sq.sum(-1) + EPS), rtol=1e-5)
 
 
+def test_hand_worked_l1_norm_has_epsilon_under_each_square_root():
+  """L1: dist = sum_j sqrt(d_j + 1e-10). At the goal each of the 3 dimensions adds sqrt(1e-10) = 1e-5."""
+  s = [[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]
+  g = [[1.0, -1.0, 0.5], [3.0, -4.0, 0.0]]
+  s_next = [[2.0, 1.0, 3.5], [0.0, 0.0, 0.0]]  # Reached s + g; stayed at 0 with g = (3, -4, 0): 3 + 4 + 0.
+  rewards, discounts = _call(s, s_next, g, relative_context=True, norm='L1')
+  np.testing.assert_allclose(rewards, [-3e-5, -(7.0 + 1e-5)], rtol=1e-5)
+  np.testing.assert_array_equal(discounts, [0.0, 1.0])  # 3e-5 is not above termination_epsilon (1e-4)
+  rewards, discounts = _call(s, s_next, g, relative_context=True, norm='L1', vectorize=True)
+  np.testing.assert_allclose(rewards, [[-1e-5] * 3, [-3.0, -4.0, -1e-5]], rtol=1e-5)
+  np.testing.assert_array_equal(discounts, [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+
+
 def test_bad_norm_names_the_valid_ones():
   with pytest.raises(ValueError, match="'L2' and 'L1'"):
     _call([[0.0]], [[0.0]], [[0.0]], norm='L3')

@@ -11,6 +11,9 @@ import pytest
 import tensorflow as tf
 
 from tests.uvf import hiro_fixtures
+from tests.uvf.test_checkpoints import HIRO_ORIG_GOAL_MAX
+from tests.uvf.test_ddpg_networks import np_actor
+from tests.uvf.test_ddpg_networks import np_weights
 from uvf import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,15 +51,22 @@ def test_counters_schedule_and_trace_counts(run_a):
 
 
 def test_summaries_and_checkpoints(run_a):
-  train_dir, loop, _ = run_a
-  tags = set()
+  train_dir, loop, (counters, _, _) = run_a
+  tags, last = set(), {}
   for path in tf.io.gfile.glob(os.path.join(train_dir, 'events.out.tfevents.*')):
     for event in tf.compat.v1.train.summary_iterator(path):
-      tags.update(value.tag for value in event.summary.value)
+      for value in event.summary.value:
+        tags.add(value.tag)
+        if value.metadata.plugin_data.plugin_name == 'scalars':
+          last[value.tag] = (event.step, float(tf.make_ndarray(value.tensor)))
   for tag in ('Counters/environment_steps', 'Counters/num_meta_updates', 'Counters/replay_buffer_adds',
               'avg_episode_rewards', 'avg_episode_meta_rewards', 'episode_rewards', 'nometa/Reward/average_step_reward',
               'meta/Reward/average_step_reward', 'global_step/sec', 'avg_episode_final_distance'):
     assert tag in tags, tag
+  # The final summaries (written at the end, at step 200) hold the final counters.
+  for i, name in enumerate(('environment_steps', 'num_episodes', 'num_resets', 'num_updates', 'num_meta_updates',
+                            'replay_buffer_adds', 'meta_replay_buffer_adds')):
+    assert last[f'Counters/{name}'] == (200, counters[i]), name
   assert tf.train.latest_checkpoint(str(train_dir)).endswith('model.ckpt-200')
   policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
   assert policy.endswith('model.ckpt-200') and os.path.exists(os.path.join(train_dir, 'policy', 'model.ckpt-100.index'))
@@ -69,28 +79,92 @@ def test_summaries_and_checkpoints(run_a):
   assert os.path.exists(os.path.join(train_dir, 'operative_config.gin'))
 
 
-def test_low_level_reward_recomputed_at_train_time(run_a):
-  _, loop, _ = run_a
-  t = loop.trainer
-  captured = {}
-  original = t.low_update
+# Run B: reward_scale_factor, gamma and meta_gamma all different (the configs' are 1, 0.99, 0.99), 20-step episodes.
+SCALE, GAMMA, META_GAMMA = 2.5, 0.95, 0.9
+ANT_ACTION_BOUND = 30.0
 
-  def record(states, actions, rewards, discounts, next_states, target_noise):
-    del target_noise
-    captured.update(states=states.numpy(), rewards=rewards.numpy(), discounts=discounts.numpy(),
-                    next_states=next_states.numpy())
-    return {'critic_loss': tf.zeros([]), 'actor_loss': tf.zeros([])}
 
-  t.low_update = record
-  try:
-    t._low_level_update()  # pylint: disable=protected-access
-  finally:
-    t.low_update = original
-  s, g = captured['states'][:, :30], captured['states'][:, 30:]
-  s2 = captured['next_states'][:, :30]
+@pytest.fixture(scope='module', name='trainer_a')
+def _trainer_a(run_a):
+  return run_a[1].trainer
+
+
+@pytest.fixture(scope='module', name='trainer_b')
+def _trainer_b(tmp_path_factory):
+  """100 steps: 20 initial, then 80 iterations (5 episodes of 20 steps, 10 meta transitions)."""
+  bindings = hiro_fixtures.small_bindings(episodes=0, episode=20, extra=[
+      f'train_uvf.reward_scale_factor = {SCALE}', f'train_uvf.gamma = {GAMMA}', f'train_uvf.meta_gamma = {META_GAMMA}'])
+  return hiro_fixtures.run_training(tmp_path_factory.mktemp('run_b'), bindings).trainer
+
+
+def _numpy_batch(batch):
+  return [np.asarray(x) for x in batch]
+
+
+@pytest.mark.parametrize('trainer, gamma', [('trainer_a', 0.99), ('trainer_b', GAMMA)])
+def test_low_level_reward_recomputed_at_train_time(trainer, gamma, request):
+  """What the low-level update trains on, from a batch of the real buffer: r = -sqrt(||s[:15] + g - s'[:15]||^2 +
+  1e-10) recomputed (the stored reward and reward_scale_factor play no part), discounts gamma."""
+  t = request.getfixturevalue(trainer)
+  batch = t.replay_buffer.get_random_batch(16)
+  states, actions, rewards, discounts, next_states, noise = (x.numpy() for x in t.low_level_inputs(batch))
+  s, a, _, _, s2, g, g2 = _numpy_batch(batch)
   expected = -np.sqrt(np.sum((s[:, :15] + g - s2[:, :15]).astype(np.float64) ** 2, 1) + 1e-10)
-  np.testing.assert_allclose(captured['rewards'], expected, rtol=1e-5)
-  np.testing.assert_allclose(captured['discounts'], 0.99, rtol=1e-6)
+  np.testing.assert_allclose(rewards, expected, rtol=1e-5)
+  np.testing.assert_allclose(discounts, gamma, rtol=1e-6)
+  np.testing.assert_array_equal(states, np.concatenate([s, g], 1))
+  np.testing.assert_array_equal(next_states, np.concatenate([s2, g2], 1))
+  np.testing.assert_array_equal(actions, a)
+  assert noise.shape == (16, 8) and np.all(np.abs(noise) <= 0.5) and np.any(noise != 0)
+
+
+def _numpy_best_goals(actor_weights, states, next_states, goals, low_states, low_actions, noise):
+  """HIRO's 'sample' relabelling by definition (hiro.md 3.7), in float64: the 10 candidates (8 of N(loc,
+  (0.5 half_range)^2) from the standard normals `noise` [8, B, G], loc = s'[:15] - s[:15], the stored goal), clipped
+  to the goal range, scored by -sum_i ||a_i - mu(s_i, g + s_0[:15] - s_i[:15])||^2 / 30^2 with the low actor, the
+  argmax. Returns (candidates [10, B, G], scores [10, B])."""
+  loc = (next_states[:, :15] - states[:, :15]).astype(np.float64)
+  samples = loc[None] + 0.5 * HIRO_ORIG_GOAL_MAX * noise
+  candidates = np.clip(np.concatenate([samples, loc[None], goals[None]], 0), -HIRO_ORIG_GOAL_MAX, HIRO_ORIG_GOAL_MAX)
+  batch, steps = low_states.shape[:2]
+  scores = np.zeros(candidates.shape[:2])
+  for k, candidate in enumerate(candidates):
+    step_goals = candidate[:, None] + low_states[:, :1, :15] - low_states[:, :, :15]  # [B, c, G]
+    merged = np.concatenate([low_states, step_goals], -1).reshape(batch * steps, -1)
+    mu = np_actor(actor_weights, merged, -ANT_ACTION_BOUND, ANT_ACTION_BOUND, 2, True).reshape(batch, steps, -1)
+    scores[k] = -np.sum((low_actions - mu) ** 2, (1, 2)) / ANT_ACTION_BOUND ** 2
+  return candidates, scores
+
+
+def test_meta_update_trains_on_relabelled_goals_scaled_rewards_and_meta_discounts(trainer_b):
+  """What the meta update trains on, from a batch of the real meta buffer, against NumPy: the goals relabelled by the
+  off-policy correction (the 10 candidates scored over the c stored steps), the stored reward sums x
+  reward_scale_factor (2.5), discounts meta_gamma (0.9, not gamma 0.95) x the context discounts (1 away from the
+  target), the merged states s ⊕ T and s' ⊕ T'."""
+  t = trainer_b
+  batch = t.meta_replay_buffer.get_random_batch(16)
+  s, g, r, _, s2, low_states, low_actions, ctx, ctx2 = _numpy_batch(batch)
+  rng = t.relabeler.rng
+  noise = tf.random.Generator.from_state(rng.state.numpy(), rng.algorithm).normal([8, 16, 15]).numpy()
+  states, goals, rewards, discounts, next_states, target_noise = (x.numpy() for x in t.meta_level_inputs(batch))
+  candidates, scores = _numpy_best_goals(np_weights(t.uvf_agent.networks['actor_net']), s, s2, g, low_states,
+                                         low_actions, noise)
+  best = np.argmax(scores, 0)
+  for b in range(16):
+    # The chosen goal is a candidate of (numerically) maximal score: the first maximum unless float32 rounding
+    # separates near-ties (scores within 1e-6 of the maximum).
+    chosen = [k for k in range(10) if np.allclose(goals[b], candidates[k, b], atol=1e-5)]
+    assert chosen, (b, goals[b])
+    assert scores[chosen[0], b] >= scores[best[b], b] - 1e-6 * max(1.0, abs(scores[best[b], b])), b
+  assert np.mean(np.any(np.abs(goals - g) > 1e-3, 1)) > 0.5  # relabelling changed most goals
+  assert np.all(r != 0)
+  np.testing.assert_allclose(rewards, SCALE * r, rtol=1e-6)
+  target_distances = np.linalg.norm(s2[:, :2] - ctx, axis=1)
+  assert np.all(target_distances > 1e-4)
+  np.testing.assert_allclose(discounts, META_GAMMA, rtol=1e-6)
+  np.testing.assert_array_equal(states, np.concatenate([s, ctx], 1))
+  np.testing.assert_array_equal(next_states, np.concatenate([s2, ctx2], 1))
+  assert target_noise.shape == (16, 15) and np.all(np.abs(target_noise) <= 0.5)
 
 
 def test_restart_resumes_exactly(run_a, tmp_path):
