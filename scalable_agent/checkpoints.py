@@ -106,19 +106,35 @@ def _unreadable(prefix):
   return None
 
 
-def _scan(directory):
-  """Removes what interrupted saves left (`model.ckpt-<n>_temp` folders, `checkpoint.tmp*`); returns the prefixes of
-  the `model.ckpt-<n>.index` files, oldest first."""
+def _remove_partial_saves(directory):
+  """Removes what interrupted saves left: `model.ckpt-<n>_temp` folders and `checkpoint.tmp*` files."""
   for pattern, remove in ((CHECKPOINT_NAME + '-*_temp', tf.io.gfile.rmtree), ('checkpoint.tmp*', tf.io.gfile.remove)):
     for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), pattern)):
       remove(path)
       logging.warning('Removed %s, left by an interrupted save.', path)
+
+
+def newest_readable(directory):
+  """Scans `directory` (its files, not its `checkpoint` index file); changes nothing.
+
+  Returns:
+    (prefix of the newest `model.ckpt-<n>` whose every tensor reads back, or None; [(prefix, error text)] of the
+    newer ones that do not; every prefix found, oldest first).
+  """
   found = []
-  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), CHECKPOINT_NAME + '-*.index')):
-    match = re.search(r'-(\d+)\.index$', path)
-    if match:
-      found.append((int(match.group(1)), path[:-len('.index')]))
-  return [prefix for _, prefix in sorted(found)]
+  if tf.io.gfile.isdir(directory):
+    for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), CHECKPOINT_NAME + '-*.index')):
+      match = re.search(r'-(\d+)\.index$', path)
+      if match:
+        found.append((int(match.group(1)), path[:-len('.index')]))
+  found = [prefix for _, prefix in sorted(found)]
+  bad = []
+  for prefix in reversed(found):
+    error = _unreadable(prefix)
+    if error is None:
+      return prefix, bad, found
+    bad.append((prefix, error))
+  return None, bad, found
 
 
 def restore_latest(manager):
@@ -135,7 +151,9 @@ def restore_latest(manager):
       match the tracked objects (written by another network).
   """
   directory = manager.directory
-  found = _scan(directory) if tf.io.gfile.isdir(directory) else []
+  if tf.io.gfile.isdir(directory):
+    _remove_partial_saves(directory)
+  prefix, bad, found = newest_readable(directory)
   indexed = manager.checkpoints
   if not found:
     leftovers = indexed + tf.io.gfile.glob(os.path.join(glob.escape(directory), f'*{CORRUPT_SUFFIX}*'))
@@ -145,13 +163,7 @@ def restore_latest(manager):
           f'{", ".join(os.path.basename(p) for p in leftovers)}. Starting from 0 frames here would overwrite the '
           'run: nothing was changed. Restore the checkpoint files, or use another --logdir.')
     return None
-  bad = []
-  for prefix in reversed(found):
-    error = _unreadable(prefix)
-    if error is None:
-      break
-    bad.append((prefix, error))
-  else:
+  if prefix is None:
     raise RunDirectoryError(
         f'{directory} holds checkpoints but none is readable ('
         f'{"; ".join(f"{os.path.basename(p)}: {e}" for p, e in bad)}). Nothing was changed (starting from 0 frames '

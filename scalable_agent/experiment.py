@@ -65,6 +65,11 @@ PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA).
 _POLL_S = 0.1  # How often blocked threads look at the stop flag.
 
 
+class MissingCheckpointError(FileNotFoundError):
+  """Test mode found no readable checkpoint; `user_error`: the launcher prints the message alone (exit 2)."""
+  user_error = True
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """The original flags (see `experiment`), minus logdir and mode."""
@@ -875,7 +880,7 @@ def test(logdir, settings):
   Test mode runs on this machine whatever task / job_name say.
 
   Raises:
-    FileNotFoundError: logdir holds no checkpoint.
+    MissingCheckpointError (a FileNotFoundError): logdir holds no readable checkpoint.
   """
   _check_settings(settings, mode='test')
   tf.random.set_seed(settings.seed)
@@ -883,12 +888,16 @@ def test(logdir, settings):
   agent = make_agent(settings, levels[0])
   num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
   manager = checkpoints.make_checkpoint_manager(logdir, agent, num_environment_frames=num_environment_frames)
-  path = manager.latest_checkpoint
+  path, unreadable, _ = checkpoints.newest_readable(logdir)  # the files, not only the index file
+  for prefix, error in unreadable:
+    logging.warning('%s is unreadable (%s); testing an older checkpoint.', prefix, error)
   if path is not None:  # Agent and frame counter only: the optimizer slots in the checkpoint are not needed.
     manager.checkpoint.restore(path).assert_existing_objects_matched().expect_partial()
   if path is None:
-    raise FileNotFoundError(f'test mode needs a checkpoint (model.ckpt-<frames>) in {logdir!r}; there is none. '
-                            'Train first (run_train.py), or pass the run directory with --train_dir / --logdir.')
+    readable = ' readable' if unreadable else ''
+    raise MissingCheckpointError(f'test mode needs a{readable} checkpoint (model.ckpt-<frames>) in {logdir!r}; there '
+                                 'is none. Train first (run_train.py), or pass the run directory with --train_dir / '
+                                 '--logdir.')
   frames = int(num_environment_frames.numpy())
   logging.info('Testing %s (%d environment frames): %d episodes per level.', path, frames, settings.test_num_episodes)
 

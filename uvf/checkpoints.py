@@ -84,11 +84,15 @@ _ROBOTS_BY_OBSERVATION_DIM = {7: 'Point: PointMaze', 30: 'Ant: AntMaze / AntPush
 
 
 class CheckpointMismatchError(ValueError):
-  """A checkpoint's names, shapes or dtypes do not match the variables to restore (nothing was assigned)."""
+  """A checkpoint's names, shapes or dtypes do not match the variables to restore (nothing was assigned).
+  `user_error`: the launcher prints the message alone (e.g. a wrong `train_uvf.load_path`)."""
+  user_error = True
 
 
 class NotACheckpointError(ValueError):
-  """The path is not a readable TensorFlow checkpoint (no `<prefix>.index`, or an unreadable one)."""
+  """The path is not a readable TensorFlow checkpoint (no `<prefix>.index`, or an unreadable one). `user_error`: as
+  `CheckpointMismatchError`."""
+  user_error = True
 
 
 class RunDirectoryError(ValueError):
