@@ -9,10 +9,15 @@ The scripts stay thin: they define the flags below and hand over to `main`. The 
 4. decide from the configuration which system runs (HIRO / `uvf` or IMPALA / `scalable_agent`);
 5. check what that configuration needs (an optional dependency such as DeepMind Lab);
 6. guard the output directory: a run directory belongs to one configuration (`run.json` records it), and a
-   directory holding another run, or anything that is not a run, is refused; nothing is ever overwritten;
-7. run the system, or stop with a clear "not implemented yet" message while its issue is open.
+   directory holding another run, or anything that is not a run, is refused; nothing is ever overwritten. A rerun
+   that changes only the run's length or its logging and checkpoint intervals (`CONTINUATION_PARAMS`) continues it;
+7. hold the directory: one writer per run directory (`RunLock`, the file `run.lock`, held for the life of the
+   process), so that a second training started on it is refused;
+8. run the system, or stop with a clear "not implemented yet" message while its issue is open; SIGINT / SIGTERM ask
+   the system to stop at its next safe point and write its checkpoint (`StopSignals`).
 
-Every user error ends with one short message and a non-zero exit status, never a traceback.
+Every user error ends with one short message and a non-zero exit status (`EXIT_*`), never a traceback.
+docs/reliability.md gives the guarantees (what a kill can lose, disk needed, lock semantics).
 """
 
 from __future__ import annotations
@@ -20,10 +25,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import difflib
+import errno
+import fcntl
 import importlib
 import json
 import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
 import tokenize
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -41,11 +52,21 @@ CONFIG_SEARCH_ROOTS = (CONFIG_DIR, CONFIG_DIR / 'uvf')
 # IMPALA's original command line had no config file: its flags alone, over these defaults.
 IMPALA_DEFAULT_CONFIG = CONFIG_DIR / 'scalable_agent' / 'experiment.gin'
 MANIFEST = 'run.json'
+LOCK = 'run.lock'
 PROGRAMS = ('train', 'eval')
+# Files the launcher itself writes into a run directory.
+LAUNCHER_FILES = (MANIFEST, 'config.gin', LOCK)
 
 # Exit statuses.
-EXIT_USAGE = 2  # bad command line, config or binding
+EXIT_USAGE = 2  # bad command line, config, binding or output directory
 EXIT_UNAVAILABLE = 3  # a missing optional dependency, or a system that is not implemented yet
+# The run directory cannot be used now: another process holds it, it holds checkpoints but none is readable, or the
+# disk is full (at the start or during a save). The systems' errors of that kind carry this `exit_code`.
+EXIT_RUN_DIR = 4
+EXIT_DIVERGED = 5  # training produced non-finite values (IMPALA's learner or actors); no checkpoint holds them
+# Stopped by SIGINT / SIGTERM (after writing the checkpoint, or at once on a second signal): 128 + the signal number
+# (130, 143), as a shell reports a process killed by that signal, so that a scheduler sees an unfinished run.
+EXIT_SIGNAL_BASE = 128
 
 
 class LaunchError(Exception):
@@ -162,6 +183,10 @@ class System:
     preflight: optional `'module:function'` that checks what the bound configuration needs, before anything is
       written: it raises `ImportError` for a missing optional dependency and `ValueError` for a bad value, each
       with a message that names the problem and the fix.
+    stop: `program -> 'module:function'` called with the signal's name ('SIGINT', 'SIGTERM') on the first such
+      signal: it asks the running program to stop at its next safe point, write its checkpoint and return, and
+      returns True, or returns False when the program has nothing to save (an IMPALA actor job). Without one, or
+      on False, the program stops at once (KeyboardInterrupt).
   """
   key: str
   title: str
@@ -169,6 +194,7 @@ class System:
   markers: Tuple[str, ...]
   entry: Dict[str, str]
   preflight: Optional[str] = None
+  stop: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 SYSTEMS: Dict[str, System] = {
@@ -176,13 +202,16 @@ SYSTEMS: Dict[str, System] = {
         key='uvf', title='HIRO (uvf)',
         gin_modules=('uvf.configurables',),
         markers=('train_uvf', 'evaluate'),
-        entry={'train': 'uvf.train:train_uvf', 'eval': 'uvf.eval:evaluate'}),
+        entry={'train': 'uvf.train:train_uvf', 'eval': 'uvf.eval:evaluate'},
+        preflight='uvf.train:preflight',
+        stop={'train': 'uvf.train:request_stop'}),
     'scalable_agent': System(
         key='scalable_agent', title='IMPALA (scalable_agent)',
         gin_modules=('scalable_agent.experiment',),
         markers=('experiment',),
         entry={'train': 'scalable_agent.experiment:experiment', 'eval': 'scalable_agent.experiment:experiment'},
-        preflight='scalable_agent.experiment:preflight'),
+        preflight='scalable_agent.experiment:preflight',
+        stop={'train': 'scalable_agent.experiment:request_stop'}),
 }
 
 
@@ -337,19 +366,67 @@ def _flag_names(bindings: Sequence[str]) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 # Run directories.
 
+# Settings that change how long a run trains, or how often it logs and writes checkpoints, not what it computes: a
+# rerun that differs from the run directory's `run.json` only in them continues the run, and says so. Any other
+# difference is another configuration (refused).
+CONTINUATION_PARAMS = (
+    'train_uvf.num_episodes_train', 'train_uvf.save_interval_secs', 'train_uvf.save_summaries_secs',
+    'train_uvf.log_every_n_steps', 'train_uvf.save_policy_every_n_steps', 'train_uvf.save_policy_interval_secs',
+    'experiment.total_environment_frames', 'experiment.checkpoint_interval_s')
+# IMPALA's learning rate decays linearly to 0 at total_environment_frames: a new total changes the decay's horizon.
+_DECAY_HORIZON_PARAM = 'experiment.total_environment_frames'
+
+
+def _config_lines(manifest: dict) -> List[str]:
+  """The binding lines of a manifest's gin config (`gin.config_str()`), without its section comments."""
+  return [line for line in manifest.get('gin_config', '').splitlines() if line.strip() and not line.startswith('#')]
+
+
+def _binding_name(line: str) -> str:
+  return line.split('=', 1)[0].strip()
+
+
 def _manifest_key(manifest: dict) -> Tuple[str, str]:
-  selection = {f'evaluate.{name}' for name in _EVAL_SELECTION_PARAMS}
+  ignored = {f'evaluate.{name}' for name in _EVAL_SELECTION_PARAMS} | set(CONTINUATION_PARAMS)
   config = '\n'.join(line for line in manifest.get('gin_config', '').splitlines()
-                     if line.split('=', 1)[0].strip() not in selection)
+                     if _binding_name(line) not in ignored)
   return manifest.get('system', ''), config
+
+
+def continued_settings(old: dict, new: dict) -> List[str]:
+  """The `CONTINUATION_PARAMS` whose values differ between two manifests, as 'name: old -> new' lines."""
+  def values(manifest):
+    return {_binding_name(line): line.split('=', 1)[1].strip() for line in _config_lines(manifest) if '=' in line}
+  before, after = values(old), values(new)
+  changes = []
+  for name in CONTINUATION_PARAMS:
+    if before.get(name) != after.get(name):
+      changes.append(f'{name}: {before.get(name, "(default)")} -> {after.get(name, "(default)")}')
+  return changes
+
+
+def read_manifest(run_dir: Path) -> Optional[dict]:
+  """The `run.json` of `run_dir`, or None if it has none.
+
+  Raises:
+    LaunchError: it cannot be read.
+  """
+  existing = run_dir / MANIFEST
+  if not existing.is_file():
+    return None
+  try:
+    return json.loads(existing.read_text())
+  except (OSError, ValueError) as e:
+    raise LaunchError(f'{existing} cannot be read ({e}); the directory is left untouched: choose another '
+                      f'directory.') from None
 
 
 def check_run_dir(run_dir: Path, manifest: dict) -> bool:
   """Checks that `run_dir` may receive the run described by `manifest`; writes nothing.
 
   Returns:
-    True if `run_dir` already holds a run of the same configuration (the run resumes there), False if it does not
-    exist or is empty.
+    True if `run_dir` already holds a run of the same configuration, up to `CONTINUATION_PARAMS` (the run resumes
+    there), False if it does not exist or is empty (the launcher's own lock file aside).
 
   Raises:
     LaunchError: `run_dir` is a file, holds a run of another configuration, or holds files but no `run.json`.
@@ -358,42 +435,262 @@ def check_run_dir(run_dir: Path, manifest: dict) -> bool:
     return False
   if not run_dir.is_dir():
     raise LaunchError(f'{run_dir} exists and is not a directory; choose another --train_dir.')
-  existing = run_dir / MANIFEST
-  if not existing.is_file():
-    if any(run_dir.iterdir()):
+  old = read_manifest(run_dir)
+  if old is None:
+    if any(p.name != LOCK for p in run_dir.iterdir()):
       raise LaunchError(f'{run_dir} is not empty and holds no {MANIFEST}: it is not a run directory of this '
                         f'project. Its files are left untouched; choose another --train_dir / --eval_dir.')
     return False
-  try:
-    old = json.loads(existing.read_text())
-  except (OSError, ValueError) as e:
-    raise LaunchError(f'{existing} cannot be read ({e}); the directory is left untouched: choose another '
-                      f'directory.') from None
   if _manifest_key(old) == _manifest_key(manifest):
     return True
   if old.get('system') != manifest.get('system'):
     detail = f'it holds a {old.get("system")} run, this is a {manifest.get("system")} run'
   else:
-    def bindings(config):  # the binding lines of gin.config_str(), without its section comments
-      return [line for line in config.splitlines() if line.strip() and not line.startswith('#')]
-    diff = list(difflib.unified_diff(bindings(old.get('gin_config', '')), bindings(manifest['gin_config']),
-                                     'existing run', 'this run', n=0, lineterm=''))
-    shown = [line for line in diff if line[:1] in '+-' and line[:3] not in ('+++', '---')]
+    diff = list(difflib.unified_diff(_config_lines(old), _config_lines(manifest), 'existing run', 'this run', n=0,
+                                     lineterm=''))
+    shown = [line for line in diff if line[:1] in '+-' and line[:3] not in ('+++', '---')
+             and _binding_name(line[1:]) not in CONTINUATION_PARAMS]
     more = f'\n  ... and {len(shown) - 12} more lines' if len(shown) > 12 else ''
     detail = 'its configuration differs:\n' + '\n'.join('  ' + line for line in shown[:12]) + more
   raise LaunchError(f'{run_dir} holds a run of another configuration ({old.get("config_name", "?")}); {detail}\n'
                     f'Nothing was changed. Use another --train_dir, or rerun with exactly that run\'s configuration '
-                    f'to resume it.')
+                    f'to resume it (only {", ".join(CONTINUATION_PARAMS)} may differ).')
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
-  """Creates `run_dir` and records the configuration it belongs to (`run.json` and `config.gin`)."""
+def write_manifest(run_dir: Path, manifest: dict) -> bool:
+  """Creates `run_dir` and records the configuration it belongs to (`run.json` and `config.gin`), unless it already
+  holds a `run.json`, which is never rewritten.
+
+  Returns:
+    True if this call wrote them.
+  """
   run_dir.mkdir(parents=True, exist_ok=True)
-  if not (run_dir / MANIFEST).exists():
-    tmp = run_dir / (MANIFEST + '.tmp')
-    tmp.write_text(json.dumps(manifest, indent=2) + '\n')
-    tmp.replace(run_dir / MANIFEST)
-    (run_dir / 'config.gin').write_text(manifest['gin_config'])
+  if (run_dir / MANIFEST).exists():
+    return False
+  (run_dir / 'config.gin').write_text(manifest['gin_config'])
+  # A private temporary name, so that no two writers share one; then one rename makes run.json appear whole.
+  fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=f'.{MANIFEST}.', suffix='.tmp')
+  with os.fdopen(fd, 'w') as f:
+    f.write(json.dumps(manifest, indent=2) + '\n')
+  os.replace(tmp, run_dir / MANIFEST)
+  return True
+
+
+def _withdraw_manifest(run_dir: Path) -> None:
+  """Removes the `run.json` and `config.gin` this process just wrote, if the run wrote nothing else: a fresh start
+  that failed at once (e.g. an error the system raises while building) leaves the directory free for the corrected
+  command."""
+  try:
+    if all(p.name in LAUNCHER_FILES for p in run_dir.iterdir()):
+      for name in (MANIFEST, 'config.gin'):
+        (run_dir / name).unlink(missing_ok=True)
+  except OSError:
+    pass
+
+
+class RunLock:
+  """One writer per run directory: the file `<run_dir>/run.lock`, locked (`flock`) for the life of the process.
+
+  The file names its holder (host, PID, start time, command) while it is held and is emptied when released. The
+  operating system releases the lock of a process that dies, even by kill -9: a lock file that still names a
+  holder when the lock is free was left by a process that stopped without releasing it, and is taken over with a
+  warning (`stale`). On a file system without locks (`flock` unsupported) the holder's PID is checked instead (on
+  the same host; a holder on another host is trusted). The file is never deleted: deleting a lock file lets two
+  processes hold locks on two different files.
+  """
+
+  def __init__(self, run_dir: Path):
+    self.run_dir = run_dir
+    self.path = run_dir / LOCK
+    self.stale: Optional[dict] = None  # the holder named by a stale lock this process took over
+    self._fd: Optional[int] = None
+
+  @staticmethod
+  def describe(holder: dict) -> str:
+    command = ' '.join(holder.get('command', [])) or '?'
+    return (f'PID {holder.get("pid", "?")} on host {holder.get("host", "?")}, started {holder.get("started", "?")}: '
+            f'{command if len(command) <= 160 else command[:157] + "..."}')
+
+  def _holder(self, fd: int) -> Optional[dict]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 65536).decode(errors='replace').strip()
+    if not text:
+      return None
+    try:
+      holder = json.loads(text)
+      return holder if isinstance(holder, dict) else {'text': text}
+    except ValueError:
+      return {'command': [text]}
+
+  def _busy(self, holder: Optional[dict]) -> LaunchError:
+    who = self.describe(holder) if holder else 'a process that has not written its name yet'
+    return LaunchError(f'{self.run_dir} is in use by another process ({who}); one process writes a run directory '
+                       f'at a time. Wait for it to stop (or stop it: it writes its checkpoint), or use another '
+                       f'--train_dir.', exit_code=EXIT_RUN_DIR)
+
+  def acquire(self) -> None:
+    """Takes the lock, or raises `LaunchError` (EXIT_RUN_DIR) naming the process that holds it."""
+    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        locked = True
+      except BlockingIOError:
+        raise self._busy(self._holder(fd)) from None
+      except OSError as e:
+        if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+          raise
+        locked = False
+      previous = self._holder(fd)
+      if previous and not locked and _holder_alive(previous):
+        raise self._busy(previous)
+      if previous and previous.get('pid') != os.getpid():
+        self.stale = previous
+      me = {'host': socket.gethostname(), 'pid': os.getpid(),
+            'started': datetime.datetime.now().isoformat(timespec='seconds'), 'command': list(sys.argv)}
+      os.ftruncate(fd, 0)
+      os.pwrite(fd, (json.dumps(me) + '\n').encode(), 0)
+      os.fsync(fd)
+    except BaseException:
+      os.close(fd)
+      raise
+    self._fd = fd
+
+  def release(self) -> None:
+    """Empties the file (no holder) and releases the lock."""
+    if self._fd is None:
+      return
+    try:
+      os.ftruncate(self._fd, 0)
+    except OSError:
+      pass
+    os.close(self._fd)  # closing releases the flock
+    self._fd = None
+
+
+def _holder_alive(holder: dict) -> bool:
+  """Without file locks: whether the holder named in a lock file still runs (a holder on another host: assumed)."""
+  if holder.get('host') != socket.gethostname():
+    return True
+  try:
+    os.kill(int(holder.get('pid', -1)), 0)
+  except (ProcessLookupError, ValueError, TypeError):
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def _free_space(path: Path) -> Optional[int]:
+  """Free bytes on the file system of `path` (or of its nearest existing parent), None if unknown."""
+  for candidate in [path, *path.absolute().parents]:
+    if candidate.exists():
+      try:
+        return shutil.disk_usage(candidate).free
+      except OSError:
+        return None
+  return None
+
+
+def _format_bytes(n: Optional[int]) -> str:
+  if n is None:
+    return '? bytes'
+  for unit in ('bytes', 'KB', 'MB', 'GB', 'TB'):
+    if n < 1000 or unit == 'TB':
+      return f'{n:.0f} {unit}' if unit == 'bytes' else f'{n:.1f} {unit}'
+    n /= 1000.
+
+
+def hold_run_dir(p: 'Plan') -> Optional[RunLock]:
+  """Creates the plan's output directory, takes its lock and writes its `run.json` (unless it has one).
+
+  Checks the directory again under the lock (another process may have started a run in it since `plan` looked).
+
+  Returns:
+    the held `RunLock` (release it when the program ends), or None when the program writes no directory.
+
+  Raises:
+    LaunchError: the directory cannot be created or written (exit 2), another process holds it, or the disk is full
+      (EXIT_RUN_DIR).
+  """
+  if p.output_dir is None:
+    return None
+  run_dir = p.output_dir
+  lock = RunLock(run_dir)
+  try:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock.acquire()
+  except OSError as e:
+    raise _write_error(run_dir, e) from None
+  try:
+    p.resumes = check_run_dir(run_dir, p.manifest)
+    p.manifest['created'] = datetime.datetime.now().isoformat(timespec='seconds')
+    p.manifest['command'] = sys.argv
+    p.wrote_manifest = write_manifest(run_dir, p.manifest)
+  except OSError as e:
+    lock.release()
+    raise _write_error(run_dir, e) from None
+  except BaseException:
+    lock.release()
+    raise
+  return lock
+
+
+def _write_error(run_dir: Path, error: OSError) -> LaunchError:
+  if error.errno in (errno.ENOSPC, errno.EDQUOT):
+    return LaunchError(f'cannot write {run_dir}: the disk is full ({error.strerror}; {_format_bytes(_free_space(run_dir))} '
+                       f'free). Free some space or use another --train_dir.', exit_code=EXIT_RUN_DIR)
+  return LaunchError(f'cannot write the run directory {run_dir}: {error.strerror or error}'
+                     f'{f" ({error.filename})" if error.filename else ""}. Choose a directory you can write '
+                     f'(--train_dir / --logdir / --eval_dir).')
+
+
+class StopSignals:
+  """SIGINT / SIGTERM while a program runs.
+
+  The first asks the program to stop at its next safe point and write its checkpoint (`System.stop`; HIRO: the next
+  episode end, IMPALA: after the current learner step) and says so on stderr; the program then returns as usual. A
+  second signal, or the first for a program without a stop entry, raises KeyboardInterrupt at once (the program's
+  last checkpoint stays the one to resume from). A signal ignored by the parent (SIGINT of a background job) stays
+  ignored. `received` is the name of the first signal, None if none came.
+  """
+  SIGNALS = ('SIGINT', 'SIGTERM')
+
+  def __init__(self, program: str, request_stop: Optional[Callable[[str], None]]):
+    self._program = program
+    self._request_stop = request_stop
+    self._count = 0
+    self.received: Optional[str] = None
+    self.signum: Optional[int] = None
+    self._previous = {}
+
+  def __enter__(self):
+    for name in self.SIGNALS:
+      signum = getattr(signal, name)
+      previous = signal.getsignal(signum)
+      if previous == signal.SIG_IGN:
+        continue
+      self._previous[signum] = previous
+      signal.signal(signum, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for signum, previous in self._previous.items():
+      signal.signal(signum, previous)
+    return False
+
+  def _handle(self, signum, frame):
+    del frame
+    name = signal.Signals(signum).name
+    self._count += 1
+    if self._count == 1:
+      self.received, self.signum = name, signum
+    if self._count == 1 and self._request_stop is not None and self._request_stop(name):
+      # os.write: a print here could interrupt a print of the main thread (reentrant call).
+      os.write(2, f'run_{self._program}: {name} received: stopping at the next safe point and writing a checkpoint '
+                  f'(send {name} again to stop at once, without one).\n'.encode())
+      return
+    raise KeyboardInterrupt(name)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -412,6 +709,8 @@ class Plan:
   output_dir: Optional[Path]  # the directory this program writes and guards
   manifest: dict
   resumes: bool
+  continues: List[str] = dataclasses.field(default_factory=list)  # changed CONTINUATION_PARAMS, 'name: old -> new'
+  wrote_manifest: bool = False  # set by `hold_run_dir`
 
 
 def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
@@ -457,19 +756,21 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
     parse_gin(config_paths, bindings)
   _check_flag_compatibility(system, fv)
 
+  effective = 'eval' if system.key == 'scalable_agent' and _impala_mode() == 'test' else program
   if system.preflight:
     try:
-      _load(system.preflight)()
+      _load(system.preflight)(effective)
     except ImportError as e:  # a missing optional dependency: the message says what to install
       raise LaunchError(str(e), exit_code=EXIT_UNAVAILABLE) from None
-    except ValueError as e:  # a bound value the system rejects (an unknown level, ...)
+    except NotImplementedError as e:  # a setting of the original that is not ported
+      raise LaunchError(str(e), exit_code=EXIT_UNAVAILABLE) from None
+    except (ValueError, TypeError) as e:  # a bound value the system rejects (an unknown level, a count < 1, ...)
       raise LaunchError(str(e)) from None
 
   train_dir = _choose_dir(fv, ('train_dir', 'logdir', 'checkpoint_dir'), Path('runs') / name)
   eval_dir = None
   if system.key == 'uvf' and program == 'eval':
     eval_dir = Path(fv.eval_dir) if fv.eval_dir else train_dir / 'eval'
-  effective = 'eval' if system.key == 'scalable_agent' and _impala_mode() == 'test' else program
   output_dir = train_dir if effective == 'train' else eval_dir
   if system.key == 'scalable_agent' and effective == 'train' and _impala_actor_job():
     output_dir = None  # A multi-machine actor writes nothing: the learner owns the run directory.
@@ -484,8 +785,10 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
       'gin_config': gin.config_str(),
   }
   resumes = check_run_dir(output_dir, manifest) if output_dir is not None else False
+  continues = continued_settings(read_manifest(output_dir), manifest) if resumes else []
   return Plan(program=effective, system=system, config_paths=config_paths, bindings=bindings, config_name=name,
-              train_dir=train_dir, eval_dir=eval_dir, output_dir=output_dir, manifest=manifest, resumes=resumes)
+              train_dir=train_dir, eval_dir=eval_dir, output_dir=output_dir, manifest=manifest, resumes=resumes,
+              continues=continues)
 
 
 def _impala_mode() -> str:
@@ -532,12 +835,17 @@ def check_implemented(p: Plan) -> None:
 
 
 def execute(p: Plan) -> None:
-  """Runs a plan: records the configuration in the output directory, then runs the system."""
+  """Runs a plan: records the configuration in the output directory (unless `hold_run_dir` did), then runs the
+  system. User errors of the system (exceptions with a true `user_error`) become `LaunchError`s with their
+  `exit_code` (default EXIT_USAGE)."""
   entry = _load(p.system.entry[p.program])
-  p.manifest['created'] = datetime.datetime.now().isoformat(timespec='seconds')
-  p.manifest['command'] = sys.argv
-  if p.output_dir is not None:
-    write_manifest(p.output_dir, p.manifest)
+  if p.output_dir is not None and not (p.output_dir / MANIFEST).exists():
+    p.manifest.setdefault('created', datetime.datetime.now().isoformat(timespec='seconds'))
+    p.manifest.setdefault('command', sys.argv)
+    try:
+      p.wrote_manifest = write_manifest(p.output_dir, p.manifest) or p.wrote_manifest
+    except OSError as e:
+      raise _write_error(p.output_dir, e) from None
   import gin  # pylint: disable=g-import-not-at-top
   if not gin.config_is_locked():
     gin.finalize()
@@ -549,14 +857,14 @@ def execute(p: Plan) -> None:
         entry(str(p.train_dir), str(p.eval_dir))
     else:
       entry(logdir=str(p.train_dir))
-  except (ValueError, RuntimeError) as e:
-    # e.g. uvf.eval.EvalError, uvf.environments.rendering.RenderingUnavailableError: a message that names the problem
-    # and the fix, and optionally the exit status.
-    if getattr(e, 'user_error', False):
+  except Exception as e:  # pylint: disable=broad-except
+    if p.wrote_manifest:
+      _withdraw_manifest(p.output_dir)
+    if getattr(e, 'user_error', False):  # e.g. uvf.eval.EvalError: a message that names the problem and the fix
       # gin appends "In call to configurable '...'" lines to exceptions raised inside a configurable: not news here.
       message = '\n'.join(line for line in str(e).splitlines()
                           if not line.strip().startswith('In call to configurable'))
-      raise LaunchError(message.rstrip(), getattr(e, 'exit_code', EXIT_USAGE)) from None
+      raise LaunchError(message.rstrip(), exit_code=getattr(e, 'exit_code', EXIT_USAGE)) from None
     raise
 
 
@@ -601,12 +909,40 @@ def run(program: str) -> None:
 
 def main(program: str, argv: Sequence[str], fv: flags.FlagValues = flags.FLAGS) -> int:
   """Entry point of run_train.py / run_eval.py; returns the exit status."""
+  lock = None
+  signals = None
   try:
     p = plan(program, argv, fv)
     check_implemented(p)
+    lock = hold_run_dir(p)
     print(first_screen(program, p), flush=True)
-    execute(p)
+    if p.continues:
+      what = 'continuing the run with ' + '; '.join(p.continues)
+      if any(change.startswith(_DECAY_HORIZON_PARAM) for change in p.continues):
+        what += (' (the learning rate decays linearly to 0 at total_environment_frames: from here it follows the '
+                 'new horizon)')
+      print(f'  {what}', flush=True)
+    if lock is not None and lock.stale:
+      print(f'run_{program}: warning: took over the lock of {lock.run_dir} from a process that stopped without '
+            f'releasing it ({RunLock.describe(lock.stale)}); it was killed or crashed, and its run resumes from its '
+            f'last checkpoint.', file=sys.stderr, flush=True)
+    stop = p.system.stop.get(p.program)
+    with StopSignals(program, _load(stop) if stop else None) as signals:
+      execute(p)
   except LaunchError as e:
     print(f'run_{program}: error: {e}', file=sys.stderr, flush=True)
     return e.exit_code
+  except KeyboardInterrupt:
+    name = signals.received if signals is not None and signals.received else 'SIGINT'
+    resume = ('; the run resumes from its last checkpoint with the same command' if lock is not None and
+              p.program == 'train' else '')
+    print(f'run_{program}: stopped at once by {name}{resume}.', file=sys.stderr, flush=True)
+    return EXIT_SIGNAL_BASE + getattr(signal, name)
+  finally:
+    if lock is not None:
+      lock.release()
+  if signals is not None and signals.received:
+    print(f'run_{program}: stopped by {signals.received} after writing the checkpoint; the same command resumes '
+          f'the run.', file=sys.stderr, flush=True)
+    return EXIT_SIGNAL_BASE + signals.signum
   return 0

@@ -420,7 +420,7 @@ def _host_name():
     return 'LEARNER_HOST'
 
 
-def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=experiment_lib.CHECKPOINT_INTERVAL_S):
+def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   """The learner job (`--job_name=learner --task=0`): trains on the actors' unrolls until total_environment_frames.
 
   Args:
@@ -428,7 +428,8 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=experime
       run in it resumes from its latest checkpoint.
     settings: `experiment.Settings` with job_name 'learner', task 0.
     step_hook: optional callable(metrics dict of NumPy values, server port), called after each learner step.
-    checkpoint_interval_s: seconds between checkpoints (the original's 600); also at the start and at the end.
+    checkpoint_interval_s: seconds between checkpoints; None: `settings.checkpoint_interval_s` (the original's
+      600); also at the start, at the end and after a stop request (`experiment.request_stop`).
 
   Returns:
     int, the environment frames trained on (over all runs of this logdir).
@@ -460,7 +461,7 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=experime
   finished = False
   try:
     waiting_since = time.monotonic()
-    while not progress.done:
+    while not progress.done and not experiment_lib.stop_requested():
       batch = reader.next(timeout=_POLL_S)
       if batch is None:
         if publisher.error is not None:
@@ -474,12 +475,16 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=experime
                                                        batch.agent_outputs).items()}
       step += 1
       frames = int(metrics['num_environment_frames'])
+      # Checks the step's values (non-finite: stop) before the actors get its weights.
+      progress.after_step(metrics, experiment_lib.finished_episodes(_numpy_batch(batch)))
       if step % PUBLISH_EVERY_STEPS == 0 and frames < settings.total_environment_frames:
         publisher.publish(frames, step)
-      progress.after_step(metrics, experiment_lib.finished_episodes(_numpy_batch(batch)))
       waiting_since = time.monotonic()
       if step_hook is not None:
         step_hook(metrics, server.port)
+    if experiment_lib.stop_requested() and not progress.done:
+      progress.interrupted(experiment_lib.stop_requested())
+      return progress.frames
     progress.finish()
     finished = True
     publisher.publish(progress.frames, step, finished=True, block=True)
@@ -489,6 +494,7 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=experime
     progress.interrupted()
     raise
   finally:
+    experiment_lib.clear_stop_request()
     if not finished:
       logging.info('Stopping the Reverb server: actors will reconnect to a restarted learner.')
     publisher.close()
@@ -745,6 +751,7 @@ def run_actor(settings, max_unrolls=None):
   """
   check_settings(settings)
   experiment_lib.check_settings(settings)
+  experiment_lib.clear_stop_request(saves=False)  # A signal stops an actor at once: it has nothing to save.
   _set_single_threaded()
   name = f'Actor {settings.task}'
   levels = experiment_lib.actor_levels(settings.level_name, settings.num_actors)
@@ -814,5 +821,6 @@ def run_actor(settings, max_unrolls=None):
         connection.reconnect(str(e), settings.reconnect_timeout_s)
     return counters.unrolls
   finally:
+    experiment_lib.clear_stop_request()
     connection.close()
     environment.close()

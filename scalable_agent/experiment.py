@@ -65,6 +65,11 @@ PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA).
 _POLL_S = 0.1  # How often blocked threads look at the stop flag.
 
 
+class MissingCheckpointError(FileNotFoundError):
+  """Test mode found no readable checkpoint; `user_error`: the launcher prints the message alone (exit 2)."""
+  user_error = True
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """The original flags (see `experiment`), minus logdir and mode."""
@@ -95,6 +100,7 @@ class Settings:
   connect_timeout_s: float = 60.
   reconnect_timeout_s: float = 600.
   distribution_strategy: str = 'default'
+  checkpoint_interval_s: float = float(CHECKPOINT_INTERVAL_S)
 
 
 @gin.configurable('experiment', module='scalable_agent', denylist=['logdir'])
@@ -125,7 +131,8 @@ def experiment(logdir,
                reverb_port=8000,
                connect_timeout_s=60.,
                reconnect_timeout_s=600.,
-               distribution_strategy='default'):
+               distribution_strategy='default',
+               checkpoint_interval_s=float(CHECKPOINT_INTERVAL_S)):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
@@ -161,6 +168,8 @@ def experiment(logdir,
     reconnect_timeout_s: actor jobs: how long an actor that lost its learner retries (with backoff) before it stops.
     distribution_strategy: the learner's `tf.distribute` strategy: 'default' (one device), 'mirrored' (all local
       GPUs) or 'tpu' (`learner.make_strategy`); in both single-machine and multi-machine training.
+    checkpoint_interval_s: seconds between the learner's checkpoints (the original's save_checkpoint_secs, 600);
+      checkpoints are also written at the start, at the end and when a signal stops the run.
 
   Returns:
     train: the final number of environment frames (int), or for an actor job the number of unrolls it wrote.
@@ -192,19 +201,50 @@ def bound_value(name):
   return inspect.signature(experiment).parameters[name].default
 
 
-def preflight():
-  """Checks what the configured experiment needs before anything starts (see `launcher.System.preflight`).
+def preflight(program='train'):
+  """Checks what the configured experiment needs before anything starts or is written (see
+  `launcher.System.preflight`); `program` is unused (the mode decides).
 
   Raises:
     environments.MissingDependencyError: the level needs DeepMind Lab and it is not installed.
-    ValueError: an unknown level, or a bad setting of a multi-machine job (`distributed.check_settings`).
+    ValueError: an unknown level, a bad setting (`check_settings`), or a bad setting of a multi-machine job
+      (`distributed.check_settings`).
   """
-  environments.check_level_available(bound_value('level_name'))
-  if bound_value('task') >= 0 and bound_value('mode') == 'train':
+  del program
+  settings = Settings(**{field.name: bound_value(field.name) for field in dataclasses.fields(Settings)})
+  check_settings(settings)
+  if bound_value('mode') not in ('train', 'test'):
+    raise ValueError(f"experiment.mode must be 'train' or 'test', got {bound_value('mode')!r}.")
+  environments.check_level_available(settings.level_name)
+  if settings.task >= 0 and bound_value('mode') == 'train':
     from scalable_agent import distributed  # pylint: disable=g-import-not-at-top  (needs Reverb)
-    settings = Settings(**{field.name: bound_value(field.name) for field in dataclasses.fields(Settings)})
-    check_settings(settings)
     distributed.check_settings(settings)
+
+
+# A stop asked by a signal (`request_stop`, called by the launcher's SIGINT / SIGTERM handler): the learner stops
+# after its current step and writes its checkpoint. 'saves': whether this process has a checkpoint to write (not an
+# actor job).
+_stop_request = {'signal': None, 'saves': True}
+
+
+def request_stop(signal_name='SIGTERM'):
+  """Asks the running training to stop after the current learner step and write its checkpoint. Returns False, and
+  asks nothing, in an actor job (`distributed.run_actor`): it has nothing to save and can stop at once. Safe in a
+  signal handler."""
+  if not _stop_request['saves']:
+    return False
+  _stop_request['signal'] = signal_name
+  return True
+
+
+def stop_requested():
+  """The name of the signal that asked the training to stop, or None."""
+  return _stop_request['signal']
+
+
+def clear_stop_request(saves=True):
+  """Forgets a stop request (when the training it stopped returns); `saves`: see `request_stop`."""
+  _stop_request.update(signal=None, saves=saves)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -290,6 +330,11 @@ class Actor:
       batched_output, agent_state = self._policy(_stack([agent_output.action]), _add_batch_dimension(env_output),
                                                  agent_state)
       agent_output = _remove_batch_dimension(batched_output)
+      if not np.all(np.isfinite(agent_output.policy_logits)):
+        raise learner_lib.NonFiniteError(
+            f'the policy\'s logits are non-finite ({np.asarray(agent_output.policy_logits).tolist()}) at a step of '
+            f'{self.level_name}: the agent\'s parameters have diverged, so no valid action can be sampled. Lower '
+            'experiment.learning_rate (or check the rewards) and train again from a checkpoint with finite values.')
       env_output, env_state = self._env.step(int(agent_output.action), env_state)
       env_outputs.append(env_output)
       agent_outputs.append(agent_output)
@@ -403,15 +448,31 @@ def make_agent_and_learner(settings, level_name):
 
 
 def check_settings(settings):
-  """Checks the settings every mode and job shares.
+  """Checks the settings every mode and job shares: each has its field's type (an int where the original flag is
+  an integer, a number where it is a float, a string), counts are >= 1, intervals >= 0.
 
   Raises:
-    ValueError: a count below 1 or an unknown distribution_strategy.
+    ValueError: naming the setting (experiment.<name>, flag --<name>) and what it must be.
   """
+  kinds = {int: ((int, np.integer), 'an int'), float: ((int, float, np.integer, np.floating), 'a number'),
+           str: ((str,), 'a string')}
+  for field in dataclasses.fields(Settings):
+    value = getattr(settings, field.name)
+    types, what = kinds[field.type]
+    if not isinstance(value, types) or isinstance(value, (bool, np.bool_)):
+      raise ValueError(f'experiment.{field.name} (--{field.name}) must be {what}, got {value!r}.')
   for name in ('num_actors', 'batch_size', 'unroll_length', 'num_action_repeats', 'total_environment_frames',
                'test_num_episodes'):
     if getattr(settings, name) < 1:
-      raise ValueError(f'{name} must be >= 1, got {getattr(settings, name)}.')
+      raise ValueError(f'{name} must be >= 1, got {getattr(settings, name)} (experiment.{name}, --{name}).')
+  for name in ('width', 'height'):
+    if getattr(settings, name) < 1:
+      raise ValueError(f'{name} must be >= 1 pixel, got {getattr(settings, name)} (--{name}).')
+  if not settings.checkpoint_interval_s >= 0:
+    raise ValueError(f'experiment.checkpoint_interval_s must be >= 0 seconds, got {settings.checkpoint_interval_s}.')
+  if settings.reward_clipping not in learner_lib.REWARD_CLIPPING_MODES:
+    raise ValueError(f'reward_clipping must be one of {", ".join(learner_lib.REWARD_CLIPPING_MODES)}; got '
+                     f'{settings.reward_clipping!r}.')
   if settings.distribution_strategy not in learner_lib.STRATEGIES:
     raise ValueError(f'distribution_strategy must be one of {", ".join(learner_lib.STRATEGIES)}; got '
                      f'{settings.distribution_strategy!r}.')
@@ -478,6 +539,10 @@ class _ActorThread:
             break
           except queue.Full:
             pass
+    except learner_lib.NonFiniteError as e:
+      if not self._stop.is_set():
+        logging.error('Actor %d: %s', self.index, e)
+        self.error = e
     except Exception as e:  # pylint: disable=broad-except
       if not self._stop.is_set():  # Errors while shutting down (cancelled inference, closed process) are expected.
         logging.exception('Actor %d failed.', self.index)
@@ -565,15 +630,17 @@ class LearnerProgress:
   lines (frames/s, ETA), periodic checkpoints, and the checkpoint at the end or on an interrupt.
 
   Usage: `frames = progress.start()`; return if `progress.done`; then per learner step
-  `frames = progress.after_step(metrics, episodes)`; finally `progress.finish()` (or `progress.interrupted()` in an
-  `except KeyboardInterrupt`) and `progress.close()`.
+  `frames = progress.after_step(metrics, episodes)` (it stops the run on non-finite values, before any checkpoint
+  holds them); finally `progress.finish()`, or `progress.interrupted(reason)` after a stop request (`request_stop`)
+  or in an `except KeyboardInterrupt`, and `progress.close()`.
   """
 
-  def __init__(self, logdir, settings, learner, manager, checkpoint_interval_s=CHECKPOINT_INTERVAL_S):
+  def __init__(self, logdir, settings, learner, manager, checkpoint_interval_s=None):
     self._settings = settings
     self._learner = learner
     self._manager = manager
-    self._checkpoint_interval_s = checkpoint_interval_s
+    self._checkpoint_interval_s = (settings.checkpoint_interval_s if checkpoint_interval_s is None
+                                   else checkpoint_interval_s)
     self._logdir = logdir
     self.summaries = None
     self.frames = self.start_frames = 0
@@ -592,7 +659,8 @@ class LearnerProgress:
     if restored:
       logging.info('Restored %s: resuming at %d environment frames.', restored, self.frames)
     else:
-      self._manager.save()
+      checkpoints.save(self._manager)
+    self._checkpoint_frames = self.frames  # the frame counter of the newest checkpoint
     if self.done:
       logging.info('Already trained for %d >= total_environment_frames = %d frames; nothing to do.', self.frames,
                    self._settings.total_environment_frames)
@@ -608,6 +676,7 @@ class LearnerProgress:
     finished in its batch (`finished_episodes`). Returns the frame counter (int)."""
     self._steps += 1
     settings = self._settings
+    self._check_finite(metrics)
     self.frames = frames = int(metrics['num_environment_frames'])
     self.summaries.episodes(episodes, frames)
     now = time.monotonic()
@@ -625,10 +694,36 @@ class LearnerProgress:
       self._last_progress_time, self._last_progress_frames = now, frames
       self.summaries.flush()
     if now - self._last_checkpoint_time >= self._checkpoint_interval_s:
-      logging.info('Checkpoint: %s', self._manager.save())
+      logging.info('Checkpoint: %s', self._save())
       self._last_checkpoint_time = now
     self._last_metrics = metrics
     return frames
+
+  def _save(self):
+    """A checkpoint at the current frame counter, unless the newest one has it (never rewritten)."""
+    frames = int(self._learner.num_environment_frames.numpy())
+    if frames == self._checkpoint_frames:
+      return self._manager.latest_checkpoint
+    path = checkpoints.save(self._manager)
+    self._checkpoint_frames = frames
+    return path
+
+  def _check_finite(self, metrics):
+    """Raises `learner.NonFiniteError` naming the step and the tensors if the step's losses, or the variables and
+    RMSProp slots after its update (a non-finite gradient makes them so), are not all finite."""
+    losses = [f'{name} = {float(metrics[name])}' for name in learner_lib.LOSS_NAMES
+              if name in metrics and not np.isfinite(metrics[name])]
+    tensors = self._learner.nonfinite_variables()
+    if not losses and not tensors:
+      return
+    parts = ([', '.join(losses)] if losses else []) + (
+        [f'non-finite after its update (their gradients were): {", ".join(tensors[:6])}' +
+         (f' and {len(tensors) - 6} more' if len(tensors) > 6 else '')] if tensors else [])
+    raise learner_lib.NonFiniteError(
+        f'learner step {self._steps} of this run (from {self.frames} environment frames) produced non-finite '
+        f'values: {"; ".join(parts)}. Training stopped without writing them: the last checkpoint, '
+        f'{self._manager.latest_checkpoint}, holds finite values. Lower experiment.learning_rate or check the rewards '
+        '(experiment.reward_clipping) and the environment.')
 
   def finish(self):
     """The last summaries and checkpoint, and a log line with the run's speed."""
@@ -637,21 +732,26 @@ class LearnerProgress:
     elapsed = time.monotonic() - self._start_time
     logging.info('Done: %d environment frames (%d in this run, %.0f frames/s). Checkpoint: %s', self.frames,
                  self.frames - self.start_frames, (self.frames - self.start_frames) / max(elapsed, 1e-9),
-                 self._manager.save())
+                 self._save())
 
-  def interrupted(self):
-    """The checkpoint on Ctrl-C. Logs the counter, not `frames`: the interrupt may come inside a step, after the
-    update."""
-    path = self._manager.save()
-    logging.warning('Interrupted at %d environment frames. Checkpoint: %s',
-                    int(self._learner.num_environment_frames.numpy()), path)
+  def interrupted(self, reason='Ctrl-C'):
+    """The checkpoint on a stop request or Ctrl-C. Logs the counter, not `frames`: a Ctrl-C may come inside a step,
+    after the update (whose values `after_step` has then not checked)."""
+    frames = int(self._learner.num_environment_frames.numpy())
+    if frames != self.frames and self._learner.nonfinite_variables():
+      logging.error('Interrupted at %d environment frames inside a step whose update is non-finite: no checkpoint '
+                    'written; the last is %s.', frames, self._manager.latest_checkpoint)
+      return
+    path = self._save()
+    logging.warning('%s: stopped at %d environment frames of %d. Checkpoint: %s', reason, frames,
+                    self._settings.total_environment_frames, path)
 
   def close(self):
     if self.summaries is not None:
       self.summaries.close()
 
 
-def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INTERVAL_S):
+def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   """Single-machine training (module docstring) until total_environment_frames; resumes from logdir's checkpoint.
 
   Args:
@@ -660,10 +760,17 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
     settings: `Settings`.
     step_hook: optional callable(actor_threads, metrics dict of NumPy values), called after each learner step (for
       tests: `actor_threads[i].process`, `.num_restarts`).
-    checkpoint_interval_s: seconds between checkpoints (the original's 600).
+    checkpoint_interval_s: seconds between checkpoints; None: `settings.checkpoint_interval_s` (the original's
+      600).
 
   Returns:
-    int, the environment frames trained on when it stopped (counted over all runs of this logdir).
+    int, the environment frames trained on when it stopped (counted over all runs of this logdir): at
+    total_environment_frames, or earlier after a stop request (`request_stop`: the checkpoint is written).
+
+  Raises:
+    learner.NonFiniteError: the learner's losses or update, or an actor's logits, are non-finite (no checkpoint
+      holds them).
+    checkpoints.RunDirectoryError: logdir holds checkpoints but none is readable, or a save failed (disk full).
   """
   _check_settings(settings)
   tf.random.set_seed(settings.seed)
@@ -701,18 +808,25 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
       actor_thread.start()
     prefetch_thread.start()
 
-    while not progress.done:
-      batch, tensors = _next_batch(batches, actor_threads, errors, prefetch_thread)
+    while not progress.done and not stop_requested():
+      batch_and_tensors = _next_batch(batches, actor_threads, errors, prefetch_thread)
+      if batch_and_tensors is None:
+        break
+      batch, tensors = batch_and_tensors
       metrics = {k: v.numpy() for k, v in learner.step(*tensors).items()}
       progress.after_step(metrics, finished_episodes(batch))
       if step_hook is not None:
         step_hook(actor_threads, metrics)
-    progress.finish()
+    if stop_requested() and not progress.done:
+      progress.interrupted(stop_requested())
+    else:
+      progress.finish()
     return progress.frames
   except KeyboardInterrupt:
     progress.interrupted()
     raise
   finally:
+    clear_stop_request()
     stop.set()
     inference.close()  # Actors waiting for inference get CancelledError and stop.
     py_process.close_all([a.process for a in actor_threads])
@@ -725,12 +839,17 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=CHECKPOINT_INT
 
 
 def _next_batch(batches, actor_threads, errors, prefetch_thread):
-  """The next prefetched batch; raises the error of an actor or of the prefetch thread if one failed."""
+  """The next prefetched batch, or None when a stop was requested (`request_stop`) while waiting; raises the error
+  of an actor or of the prefetch thread if one failed."""
   while True:
     for actor_thread in actor_threads:
+      if isinstance(actor_thread.error, learner_lib.NonFiniteError):
+        raise learner_lib.NonFiniteError(f'actor {actor_thread.index}: {actor_thread.error}') from None
       if actor_thread.error is not None:
         raise RuntimeError(f'actor {actor_thread.index} ({actor_thread.level_name}) failed: '
                            f'{actor_thread.error!r}') from actor_thread.error
+    if stop_requested():
+      return None
     if errors:
       raise RuntimeError(f'the prefetch thread failed: {errors[0]!r}') from errors[0]
     try:
@@ -762,7 +881,7 @@ def test(logdir, settings):
   Test mode runs on this machine whatever task / job_name say.
 
   Raises:
-    FileNotFoundError: logdir holds no checkpoint.
+    MissingCheckpointError (a FileNotFoundError): logdir holds no readable checkpoint.
   """
   _check_settings(settings, mode='test')
   tf.random.set_seed(settings.seed)
@@ -770,12 +889,16 @@ def test(logdir, settings):
   agent = make_agent(settings, levels[0])
   num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
   manager = checkpoints.make_checkpoint_manager(logdir, agent, num_environment_frames=num_environment_frames)
-  path = manager.latest_checkpoint
+  path, unreadable, _ = checkpoints.newest_readable(logdir)  # the files, not only the index file
+  for prefix, error in unreadable:
+    logging.warning('%s is unreadable (%s); testing an older checkpoint.', prefix, error)
   if path is not None:  # Agent and frame counter only: the optimizer slots in the checkpoint are not needed.
     manager.checkpoint.restore(path).assert_existing_objects_matched().expect_partial()
   if path is None:
-    raise FileNotFoundError(f'test mode needs a checkpoint (model.ckpt-<frames>) in {logdir!r}; there is none. '
-                            'Train first (run_train.py), or pass the run directory with --train_dir / --logdir.')
+    readable = ' readable' if unreadable else ''
+    raise MissingCheckpointError(f'test mode needs a{readable} checkpoint (model.ckpt-<frames>) in {logdir!r}; there '
+                                 'is none. Train first (run_train.py), or pass the run directory with --train_dir / '
+                                 '--logdir.')
   frames = int(num_environment_frames.numpy())
   logging.info('Testing %s (%d environment frames): %d episodes per level.', path, frames, settings.test_num_episodes)
 

@@ -27,6 +27,15 @@ from scalable_agent import vtrace
 
 REWARD_CLIPPING_MODES = ('abs_one', 'soft_asymmetric')
 STRATEGIES = ('default', 'mirrored', 'tpu')
+LOSS_NAMES = ('total_loss', 'pg_loss', 'baseline_loss', 'entropy_loss')  # the losses `Learner.train_step` returns
+
+
+class NonFiniteError(ValueError):
+  """Training produced non-finite values (the learner's losses or update, an actor's logits): the run stops before
+  any checkpoint holds them. `user_error` tells the launcher to print the message alone, with exit status
+  `exit_code` (launcher.EXIT_DIVERGED)."""
+  user_error = True
+  exit_code = 5
 
 
 def make_strategy(name, devices=None, tpu=None):
@@ -308,6 +317,7 @@ class Learner(tf.Module):
       self.num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
       self.optimizer = RMSProp(self.learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
       self.optimizer.create_slots(agent.trainable_variables)
+    self._finite_flags = None  # `nonfinite_variables`' compiled check, made at its first call
 
   @property
   def strategy(self):
@@ -337,6 +347,20 @@ class Learner(tf.Module):
     else:
       self.optimizer.create_slots(self.agent.trainable_variables)
     return self.train_step(agent_state, env_outputs, agent_outputs)
+
+  def nonfinite_variables(self):
+    """The TF1 names of the agent's variables and RMSProp slots that hold a non-finite value ([] if none): after a
+    step whose gradient was non-finite, the update made them so. Reads them in one compiled call, apart from the
+    train step (which it leaves unchanged)."""
+    names = []
+    for name, variable in self.agent.tf1_variables().items():
+      mean_square, momentum = self.optimizer.slots_for(variable)
+      names += [(name, variable), (name + '/RMSProp', mean_square), (name + '/RMSProp_1', momentum)]
+    if self._finite_flags is None:
+      self._finite_flags = tf.function(
+          lambda: tf.stack([tf.reduce_all(tf.math.is_finite(v)) for _, v in names]))
+    flags = self._finite_flags().numpy()
+    return [name for (name, _), finite in zip(names, flags) if not finite]
 
   def _check_batch_size(self, batch_size):
     if batch_size is not None and batch_size % self.num_replicas:

@@ -62,7 +62,10 @@ def _worker(type_, args, kwargs, conn):
   """The child's main loop (module level, so that `spawn` can import it)."""
   # Ctrl-C reaches the whole process group: the parent decides when the child closes (or dies, which ends the loop
   # below with end of stream), so that the object's close() runs once, in order.
+  # The same for SIGTERM, which a scheduler sends to every process of the job: the parent stops after its checkpoint
+  # and closes the child.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_IGN)
   try:
     obj = type_(*args, **kwargs)
   except Exception as e:  # pylint: disable=broad-except
@@ -257,7 +260,8 @@ class PyProcess:
       return payload
 
   def close(self, timeout=30.):
-    """Asks the child to call the object's `close()` and exit; waits up to `timeout` s, then terminates it.
+    """Asks the child to call the object's `close()` and exit; waits up to `timeout` s, then kills it (SIGKILL: the
+    child ignores SIGINT and SIGTERM).
 
     Idempotent. A call waiting for its reply at that moment raises ProcessClosedError.
     """
@@ -274,8 +278,8 @@ class PyProcess:
         pass
     self._process.join(timeout)
     if self._process.is_alive():
-      logging.warning('%r did not exit within %s s of close(); terminating it', self, timeout)
-      self._process.terminate()
+      logging.warning('%r did not exit within %s s of close(); killing it', self, timeout)
+      self._process.kill()
       self._process.join()
     with self._call_lock:  # No call is using the connection any more.
       self._conn.close()

@@ -17,6 +17,13 @@ checkpoints); nothing is assigned unless everything matches (`CheckpointMismatch
 `checkpoint_step(path)` is the global step of a checkpoint. `export_tf1_policy(variables_by_name, path)` writes a
 name-based TF1 checkpoint, as the original's policy Saver did.
 
+Run directories (`uvf.train.TrainingLoop`, docs/reliability.md): `list_checkpoints` scans a directory for
+`model.ckpt-<step>` checkpoints (the `checkpoint` index file may be lost), `unreadable(prefix)` reads every tensor
+(a truncated or corrupt file shows), `set_aside(prefix)` renames a corrupt one out of the way (kept for inspection),
+`remove_partial_saves` deletes what an interrupted save left (`*_temp` folders), `write_index` rebuilds the
+`checkpoint` index file, `storage_error` turns a failed write into one `RunDirectoryError` naming the directory, the
+size needed and what is free.
+
 Command line (python -m uvf.checkpoints -h):
   python -m uvf.checkpoints export SRC OUT --config configs/ant_maze.gin   # port's policy checkpoint -> TF1 one
   python -m uvf.checkpoints list SRC                                       # names, shapes, what they look like
@@ -24,10 +31,14 @@ Command line (python -m uvf.checkpoints -h):
 
 import argparse
 import collections
+import errno
+import glob
 import os
 import re
+import shutil
 import sys
 
+from absl import logging
 import tensorflow as tf
 
 # Keys of this port's (object-based, TF2) policy checkpoints.
@@ -73,11 +84,23 @@ _ROBOTS_BY_OBSERVATION_DIM = {7: 'Point: PointMaze', 30: 'Ant: AntMaze / AntPush
 
 
 class CheckpointMismatchError(ValueError):
-  """A checkpoint's names, shapes or dtypes do not match the variables to restore (nothing was assigned)."""
+  """A checkpoint's names, shapes or dtypes do not match the variables to restore (nothing was assigned).
+  `user_error`: the launcher prints the message alone (e.g. a wrong `train_uvf.load_path`)."""
+  user_error = True
 
 
 class NotACheckpointError(ValueError):
-  """The path is not a readable TensorFlow checkpoint (no `<prefix>.index`, or an unreadable one)."""
+  """The path is not a readable TensorFlow checkpoint (no `<prefix>.index`, or an unreadable one). `user_error`: as
+  `CheckpointMismatchError`."""
+  user_error = True
+
+
+class RunDirectoryError(ValueError):
+  """The run directory cannot be used now: its checkpoints are unreadable or of an unsupported kind, or the disk is
+  full (at the start or during a save). The message names the files, the sizes and the fix; `user_error` tells the
+  launcher to print it alone, with exit status `exit_code` (launcher.EXIT_RUN_DIR)."""
+  user_error = True
+  exit_code = 4
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -186,6 +209,26 @@ def read_policy_entries(path):
   path, reader = _open(path)
   entries = _Entries(path, reader)
   return entries.format, collections.OrderedDict((n, (s, d)) for n, (_, s, d) in entries.entries.items())
+
+
+KIND_POLICY = 'policy'  # a policy checkpoint, original TF1 or this port's
+KIND_FULL_TF1 = 'original TF1 full training checkpoint'
+KIND_FULL = "this port's full training checkpoint"
+
+
+def checkpoint_kind(path):
+  """What the checkpoint at `path` is: KIND_POLICY, KIND_FULL_TF1 (the original's `<train_dir>/model.ckpt-<step>`:
+  names of training-only variables, hiro.md 4.2) or KIND_FULL (`uvf.train.TrainingLoop`'s: object-based, without
+  `variables/<name>` entries).
+
+  Raises:
+    NotACheckpointError: `path` is not a readable checkpoint.
+  """
+  path, reader = _open(path)
+  entries = _Entries(path, reader)
+  if entries.format == FORMAT_TF2:
+    return KIND_POLICY if entries.entries else KIND_FULL
+  return KIND_FULL_TF1 if any(_TRAINING_ONLY_NAME.search(name) for name in entries.entries) else KIND_POLICY
 
 
 def checkpoint_step(path):
@@ -299,7 +342,9 @@ def _format_problems(entries, missing, unexpected, misshaped, targets, allow_ext
     lines.append(f'  {len(training_only)} unexpected names are training-only variables (target networks, Adam '
                  'slots, counters, replay buffers; hiro.md 4.2): this looks like the original\'s full training '
                  'checkpoint <train_dir>/model.ckpt-<step>. Pass its policy checkpoint '
-                 '<train_dir>/policy/model.ckpt-<step>, or allow_extra=True (--allow_extra) to ignore them.')
+                 '<train_dir>/policy/model.ckpt-<step>, or ignore them: run_eval.py --checkpoint_path reads a '
+                 'full training checkpoint as it is, `python -m uvf.checkpoints export --allow_extra` and '
+                 'restore_policy(..., allow_extra=True) ignore them.')
   if entries.entries and (misshaped or (missing and unexpected) or any(
       name.startswith('state_preprocess/') for name in list(missing) + list(unexpected))):
     lines.append('  ' + _config_hint(checkpoint_shapes, model_shapes))
@@ -371,15 +416,238 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
   return path
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+# Run directories: scanning, repair, disk space.
+
+CHECKPOINT_NAME = 'model.ckpt'
+CORRUPT_SUFFIX = '.corrupt'
+
+
+def list_checkpoints(directory, name=CHECKPOINT_NAME):
+  """[(step, prefix)] of the `<name>-<step>.index` files in `directory`, oldest first (the files, not the index)."""
+  found = []
+  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), name + '-*.index')):
+    match = re.search(re.escape(name) + r'-(\d+)\.index$', path)
+    if match:
+      found.append((int(match.group(1)), path[:-len('.index')]))
+  return sorted(found)
+
+
+def unreadable(prefix):
+  """None if every tensor of the checkpoint `prefix` reads back (their checksums verified), else the error's text.
+  A truncated, corrupt or half-written checkpoint shows here (DataLossError, 'Read less bytes than requested')."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for key in reader.get_variable_to_shape_map():
+      reader.get_tensor(key)
+  except (tf.errors.OpError, ValueError, IndexError, EOFError, OSError) as e:
+    message = (getattr(e, 'message', None) or str(e)).strip().splitlines()
+    return f'{type(e).__name__}: {message[0] if message else ""}'
+  return None
+
+
+def is_name_based(prefix):
+  """Whether the checkpoint `prefix` is a TF1 name-based one (an original efficient-hrl checkpoint: no object
+  graph)."""
+  return TF2_OBJECT_GRAPH_KEY not in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+
+
+def checkpoint_files(prefix):
+  """The files of the checkpoint `prefix` (its index and data shards)."""
+  return sorted(tf.io.gfile.glob(glob.escape(prefix) + '.index') +
+                tf.io.gfile.glob(glob.escape(prefix) + '.data-?????-of-?????'))
+
+
+def checkpoint_bytes(prefix):
+  """Bytes on disk of the checkpoint `prefix`."""
+  return sum(tf.io.gfile.stat(path).length for path in checkpoint_files(prefix))
+
+
+def set_aside(prefix):
+  """Renames the files of the checkpoint `prefix` to `<file>.corrupt` (`.corrupt.1`, ... if taken), so that no scan
+  finds it and no save overwrites it; returns the new names."""
+  renamed = []
+  for path in checkpoint_files(prefix):
+    target, n = path + CORRUPT_SUFFIX, 0
+    while tf.io.gfile.exists(target):
+      n += 1
+      target = f'{path}{CORRUPT_SUFFIX}.{n}'
+    tf.io.gfile.rename(path, target)
+    renamed.append(target)
+  return renamed
+
+
+def remove_partial_saves(directory, name=CHECKPOINT_NAME):
+  """Deletes what interrupted saves left in `directory`: `<name>-<step>_temp` folders (TensorFlow writes a
+  checkpoint there, then moves it into place) and `checkpoint.tmp*` index files. Returns the paths removed."""
+  removed = []
+  if not tf.io.gfile.isdir(directory):
+    return removed
+  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), name + '-*_temp')):
+    tf.io.gfile.rmtree(path)
+    removed.append(path)
+  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), 'checkpoint.tmp*')):
+    tf.io.gfile.remove(path)
+    removed.append(path)
+  return removed
+
+
+def write_index(directory, prefixes):
+  """Rewrites the `checkpoint` index file of `directory` to list `prefixes` (checkpoints in it, oldest first; the
+  last is the latest) as `tf.train.CheckpointManager` writes it, with their files' times, so that the manager
+  rotates them as its own."""
+  times = [tf.io.gfile.stat(prefix + '.index').mtime_nsec / 1e9 for prefix in prefixes]
+  tf.compat.v1.train.update_checkpoint_state(
+      directory, os.path.basename(prefixes[-1]), [os.path.basename(p) for p in prefixes],
+      all_model_checkpoint_timestamps=times, last_preserved_timestamp=min(times) - 1.)
+
+
+def indexed_checkpoints(directory):
+  """The prefixes the `checkpoint` index file of `directory` lists ([] if it has none)."""
+  try:
+    state = tf.train.get_checkpoint_state(directory)
+  except (tf.errors.OpError, ValueError):
+    return []
+  return list(state.all_model_checkpoint_paths) if state else []
+
+
+def find_resumable(train_dir, policy_dir=None):
+  """The newest readable full checkpoint of `train_dir` to resume from, None for a fresh directory.
+
+  First removes what interrupted saves left (`remove_partial_saves`, in train_dir and policy_dir). The directory
+  is scanned, not only its `checkpoint` index file (which may be lost or stale). A newer checkpoint that cannot be
+  read is set aside (`set_aside`: renamed `*.corrupt`, kept) with a warning, and the index file is rebuilt when it
+  does not name the checkpoint chosen.
+
+  Args:
+    train_dir: the run directory (full checkpoints `model.ckpt-<step>`).
+    policy_dir: its policy checkpoints' directory (`<train_dir>/policy`), or None.
+
+  Raises:
+    RunDirectoryError (nothing is changed): checkpoint files exist (policy checkpoints, an index file naming
+      checkpoints, checkpoints set aside) but no full checkpoint, or none is readable; or the newest readable one
+      is an original TF1 (efficient-hrl) full training checkpoint, which cannot be resumed as a run.
+  """
+  for directory in [train_dir] + ([policy_dir] if policy_dir else []):
+    for path in remove_partial_saves(directory):
+      logging.warning('Removed %s, left by an interrupted save.', path)
+  found = list_checkpoints(train_dir)
+  if not found:
+    indexed = indexed_checkpoints(train_dir)
+    policies = list_checkpoints(policy_dir) if policy_dir else []
+    corrupt = tf.io.gfile.glob(os.path.join(glob.escape(train_dir), f'{CHECKPOINT_NAME}-*{CORRUPT_SUFFIX}*'))
+    if indexed or policies or corrupt:
+      what = (f'its checkpoint index names {", ".join(os.path.basename(p) for p in indexed)}, which do not exist'
+              if indexed else f'it holds no full checkpoint {CHECKPOINT_NAME}-<step>')
+      held = [f'policy checkpoints up to step {policies[-1][0]} in {policy_dir}'] if policies else []
+      held += [f'checkpoints set aside as corrupt ({os.path.basename(corrupt[0])}, ...)'] if corrupt else []
+      raise RunDirectoryError(
+          f'{train_dir} cannot be resumed: {what}, but it holds {"; ".join(held) or "checkpoint files"}. Starting '
+          'again from step 0 here would overwrite them: nothing was changed. Restore the missing full checkpoint '
+          'files, or use another --train_dir.')
+    return None
+  bad = []
+  for _, prefix in reversed(found):
+    error = unreadable(prefix)
+    if error is None:
+      break
+    bad.append((prefix, error))
+  else:
+    listing = '; '.join(f'{os.path.basename(p)}: {e}' for p, e in bad)
+    raise RunDirectoryError(
+        f'{train_dir} holds full checkpoints but none is readable ({listing}). Nothing was changed (starting from '
+        'step 0 here would overwrite the run): copy intact checkpoint files back, or use another --train_dir.')
+  if is_name_based(prefix):
+    raise RunDirectoryError(
+        f'{prefix} is an original TF1 (efficient-hrl) full training checkpoint: resuming it as a run is not '
+        'supported (its replay buffers, optimizer and collection state are not kept as this port keeps them). '
+        f'Evaluate its policy with run_eval.py CONFIG --checkpoint_path {prefix}, or start a new run in another '
+        f'--train_dir from its low level with --gin_param "train_uvf.load_path = \'{prefix}\'". Nothing was '
+        'changed.')
+  for bad_prefix, error in bad:
+    renamed = set_aside(bad_prefix)
+    logging.warning('%s is unreadable (%s); kept as %s.', bad_prefix, error, ', '.join(renamed))
+    print(f'warning: the full checkpoint {bad_prefix} is unreadable ({error}): the run resumes from the older '
+          f'{os.path.basename(prefix)}, and its files are kept as {", ".join(os.path.basename(p) for p in renamed)}.',
+          flush=True)
+  indexed = indexed_checkpoints(train_dir)
+  if not indexed or os.path.basename(indexed[-1]) != os.path.basename(prefix):
+    kept = [p for _, p in list_checkpoints(train_dir)]
+    write_index(train_dir, kept)
+    logging.warning('Rebuilt the checkpoint index file of %s (it was %s): %s.', train_dir,
+                    'missing' if not indexed else f'naming {os.path.basename(indexed[-1])}',
+                    ', '.join(os.path.basename(p) for p in kept))
+  return prefix
+
+
+def free_bytes(directory):
+  """Free bytes on the file system of `directory` (or of its nearest existing parent); None if unknown (a remote
+  file system such as gs://)."""
+  path = os.path.abspath(directory) if '://' not in directory else None
+  while path:
+    if os.path.exists(path):
+      try:
+        return shutil.disk_usage(path).free
+      except OSError:
+        return None
+    parent = os.path.dirname(path)
+    path = parent if parent != path else None
+  return None
+
+
+def format_bytes(n):
+  """'459.2 MB' (decimal units), '?' for None."""
+  if n is None:
+    return '?'
+  n = float(n)
+  for unit in ('bytes', 'KB', 'MB', 'GB'):
+    if n < 1000:
+      return f'{n:.0f} {unit}' if unit == 'bytes' else f'{n:.1f} {unit}'
+    n /= 1000
+  return f'{n:.1f} TB'
+
+
+def is_disk_full(error):
+  """Whether an exception of a write says the disk (or a quota) is full."""
+  if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+    return True
+  text = str(getattr(error, 'message', '') or error)
+  return isinstance(error, tf.errors.ResourceExhaustedError) or 'No space left on device' in text
+
+
+def storage_error(error, directory, what, needed=None, intact=None):
+  """The `RunDirectoryError` of a failed write of `what` into `directory` (disk full, permission, ...).
+
+  Args:
+    error: the exception the write raised.
+    directory: where it wrote.
+    what: e.g. 'the full checkpoint model.ckpt-300000'.
+    needed: bytes the write needs, if known.
+    intact: the checkpoint the run resumes from (named in the message), if any.
+  """
+  message = (getattr(error, 'message', None) or str(error)).strip().splitlines()
+  reason = 'the disk is full' if is_disk_full(error) else f'{type(error).__name__}: {message[0] if message else ""}'
+  need = f' It needs about {format_bytes(needed)};' if needed else ''
+  keep = (f' The previous checkpoint {intact} is intact: free some space and run the same command to resume from '
+          f'it.' if intact else ' Free some space (or fix the directory) and run the same command again.')
+  return RunDirectoryError(f'writing {what} into {directory} failed: {reason}.{need} '
+                           f'{format_bytes(free_bytes(directory))} free there.{keep}')
+
+
+def _absolute(path):
+  """`path` made absolute, unless it is a URL of a TensorFlow file system (gs://, ram://, s3://, ...)."""
+  return path if '://' in path else os.path.abspath(path)
+
+
 def _add_to_checkpoint_state(directory, path):
   """Makes `path` the newest checkpoint of the `checkpoint` state file of `directory` (as `Saver.save` does)."""
   state = tf.train.get_checkpoint_state(directory)
-  previous = [p for p in (state.all_model_checkpoint_paths if state else []) if p != os.path.abspath(path)]
+  previous = [p for p in (state.all_model_checkpoint_paths if state else []) if _absolute(p) != _absolute(path)]
 
   def relative(p):
-    return os.path.relpath(p, directory) if os.path.dirname(os.path.abspath(p)) == directory else p
+    return os.path.basename(p) if os.path.dirname(_absolute(p)) == directory else p
 
-  paths = [relative(p) for p in previous + [os.path.abspath(path)]]
+  paths = [relative(p) for p in previous + [_absolute(path)]]
   lines = [f'model_checkpoint_path: "{paths[-1]}"'] + [f'all_model_checkpoint_paths: "{p}"' for p in paths]
   with tf.io.gfile.GFile(os.path.join(directory, 'checkpoint'), 'w') as f:
     f.write('\n'.join(lines) + '\n')
@@ -408,7 +676,7 @@ def export_tf1_policy(variables_by_name, path):
     raise ValueError('export_tf1_policy: not valid TF1 variable names: ' + _shorten(map(repr, bad)))
   names = list(variables_by_name)
   tensors = [tf.convert_to_tensor(variables_by_name[name]) for name in names]
-  directory = os.path.dirname(os.path.abspath(path))
+  directory = os.path.dirname(_absolute(path))
   tf.io.gfile.makedirs(directory)
   with tf.device('/cpu:0'):
     tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[''] * len(names), tensors=tensors)

@@ -58,7 +58,7 @@ SUCCESS_DISTANCE = 5.0
 RESULTS_JSON = 'results.json'
 RESULTS_CSV = 'results.csv'
 VIDEO_DIR = 'videos'
-CHECKPOINT_NAME = 'model.ckpt'
+CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
 # The columns of results.csv (results.json rows also hold the per-episode lists `episodes`).
 CSV_FIELDS = ('step', 'mode', 'goal', 'num_episodes', 'episode_steps', 'success_rate', 'mean_reward', 'last_reward',
               'mean_meta_reward', 'last_meta_reward', 'mean_final_distance', 'wall_time_s', 'checkpoint',
@@ -575,12 +575,7 @@ def format_table(rows):
 
 def list_checkpoints(directory):
   """[(step, prefix)] of the `model.ckpt-<step>.index` files in `directory`, by step."""
-  found = []
-  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), CHECKPOINT_NAME + '-*.index')):
-    match = re.search(re.escape(CHECKPOINT_NAME) + r'-(\d+)\.index$', path)
-    if match:
-      found.append((int(match.group(1)), path[:-len('.index')]))
-  return sorted(found)
+  return checkpoints.list_checkpoints(directory, CHECKPOINT_NAME)
 
 
 def checkpoint_complete(prefix):
@@ -846,10 +841,16 @@ def evaluate(checkpoint_dir,
   writers = []  # the summary writer, created with the first summary
   written = []
 
-  def evaluate_checkpoint(path):
-    """Evaluates one checkpoint in every mode; returns True to stop (tuner_hook)."""
+  def evaluate_checkpoint(path, explicit=False):
+    """Evaluates one checkpoint in every mode; returns True to stop (tuner_hook). `explicit` (checkpoint_path): a
+    full training checkpoint, the original's or this port's, is read as well as a policy checkpoint."""
     try:
-      path = checkpoints.restore_policy(path, variables)
+      kind = checkpoints.checkpoint_kind(path) if explicit else checkpoints.KIND_POLICY
+      if kind == checkpoints.KIND_FULL:
+        path = train.restore_policy_from_full_checkpoint(checkpoints.resolve_checkpoint_path(path), uvf_agent,
+                                                         meta_agent, state_preprocess, *counters)
+      else:
+        path = checkpoints.restore_policy(path, variables, allow_extra=kind == checkpoints.KIND_FULL_TF1)
     except checkpoints.CheckpointMismatchError as e:
       raise EvalError(f'{e}\nThe checkpoint was written by another configuration than the one evaluating it; '
                       'run run_eval.py with the gin configuration it was trained with.') from None
@@ -922,7 +923,7 @@ def evaluate(checkpoint_dir,
         raise EvalError(f'checkpoint_path {checkpoint_path}: no checkpoint at {candidates[0]} nor {candidates[1]} '
                         f'(checkpoints in {policy_dir}: {present}).')
       try:
-        evaluate_checkpoint(found)
+        evaluate_checkpoint(found, explicit=True)
       except checkpoints.NotACheckpointError as e:
         raise EvalError(str(e)) from None
     elif checkpoint_range is not None:

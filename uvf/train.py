@@ -28,6 +28,7 @@ counters, replay buffers, collection state, random generators, environment state
 policy checkpoint, hiro.md section 4.1), TensorBoard summaries (`events.out.tfevents.*`), `operative_config.gin`.
 """
 
+import inspect
 import os
 import time
 
@@ -361,6 +362,29 @@ def policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, global
   return names
 
 
+def restore_policy_from_full_checkpoint(path, uvf_agent, meta_agent, state_preprocess, global_step, num_episodes,
+                                        num_resets):
+  """Restores the policy variables (`policy_variables_by_tf1_name` of the same arguments) from a full training
+  checkpoint `<train_dir>/model.ckpt-<step>` of this port (`HiroTrainer.full_checkpoint`): the agents (networks,
+  targets, contexts), the counters and with hiro_repr the representation; the rest of it (replay buffers,
+  optimizers, ...) is not read.
+
+  Raises:
+    checkpoints.CheckpointMismatchError: the checkpoint's agents are not these (another configuration).
+  """
+  objects = dict(uvf_agent=uvf_agent, meta_agent=meta_agent, global_step=global_step, num_episodes=num_episodes,
+                 num_resets=num_resets)
+  if state_preprocess.trainable:
+    objects['state_preprocess'] = state_preprocess
+  try:
+    tf.train.Checkpoint(**objects).restore(path).expect_partial().assert_existing_objects_matched()
+  except (AssertionError, ValueError) as e:
+    raise checkpoints.CheckpointMismatchError(
+        f'the full training checkpoint {path} does not match the policy of this configuration: '
+        f'{str(e).strip().splitlines()[0]}') from None
+  return path
+
+
 def _reseed(trainer, seed):
   """Seeds the generators created by gin without a seed (replay sampling, context samplers, agents' noise)."""
   generators = [trainer.replay_buffer.rng, trainer.meta_replay_buffer.rng, trainer.uvf_agent.rng,
@@ -388,8 +412,58 @@ def _restore_low_level(trainer, load_path):
   logging.info('Restored the %d low-level variables from %s', len(low_level), path)
 
 
+def _bound_arguments():
+  """train_uvf's arguments under the current gin configuration (bindings, else defaults), but train_dir, without
+  building anything: macros are resolved, configurable references (@create_maze_env() ...) are left unevaluated."""
+  bindings = gin.get_bindings('train_uvf', resolve_references=False)
+  values = {}
+  for name, parameter in inspect.signature(train_uvf).parameters.items():
+    if name == 'train_dir':
+      continue
+    value = bindings.get(name, parameter.default)
+    for _ in range(10):  # a macro may name a macro
+      if not (isinstance(value, gin.config.ConfigurableReference) and value.configurable.name == 'macro'):
+        break
+      value = gin.query_parameter('%' + value.scoped_selector.rsplit('/', 1)[0])
+    values[name] = value
+  return values
+
+
+def preflight(program='train'):
+  """Checks train_uvf's bound arguments before anything is written (`launcher.System.preflight`).
+
+  Raises:
+    ValueError: a bad value (the message names the binding and what it must be).
+    NotImplementedError: a setting this port does not support.
+  """
+  if program == 'train':
+    _check_arguments(**_bound_arguments())
+
+
+# A stop asked by a signal (`request_stop`, called by the launcher's SIGINT / SIGTERM handler): the loop stops at the
+# next episode end, after writing a full checkpoint.
+_stop_request = {'signal': None}
+
+
+def request_stop(signal_name='SIGTERM'):
+  """Asks the running `train_uvf` to stop at the next episode end after writing its full checkpoint (there the
+  environment's state is exact, so the resumed run is exactly the uninterrupted one). Returns True (the request is
+  taken). Safe in a signal handler."""
+  _stop_request['signal'] = signal_name
+  return True
+
+
+def _is_count(value, minimum):
+  return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= minimum
+
+
+def _is_seconds(value):
+  return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value >= 0
+
+
 def _check_arguments(**kwargs):
-  """ValueErrors / NotImplementedErrors for settings this port does not support (none is used by HIRO's configs)."""
+  """ValueErrors for bad values and NotImplementedErrors for settings this port does not support (none is used by
+  HIRO's configs). `kwargs`: train_uvf's arguments but train_dir (references may be unevaluated gin references)."""
   a = kwargs
   for name in ('environment', 'agent_class', 'meta_agent_class', 'state_preprocess_class', 'inverse_dynamics_class',
                'replay_buffer', 'meta_replay_buffer', 'critic_optimizer', 'actor_optimizer', 'meta_critic_optimizer',
@@ -405,10 +479,30 @@ def _check_arguments(**kwargs):
     raise NotImplementedError('train_uvf.repeat_size > 0 is not ported (HIRO: 0).')
   if a['clip_gradient_norm']:
     raise NotImplementedError('train_uvf.clip_gradient_norm > 0 is not ported (HIRO: 0).')
+  if a['replay_num_steps'] != 1 or a['meta_replay_num_steps'] != 1:
+    raise NotImplementedError('train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO samples single '
+                              'transitions).')
+  if a['max_steps_per_episode'] is None:
+    raise ValueError('train_uvf.max_steps_per_episode must be set (HIRO: 500, bound by the environment configs).')
   for name in ('num_updates_per_observation', 'num_collect_per_update', 'num_collect_per_meta_update', 'batch_size',
-               'steps_per_call'):
-    if not isinstance(a[name], (int, np.integer)) or a[name] < 1:
+               'steps_per_call', 'max_steps_per_episode', 'target_update_period'):
+    if not _is_count(a[name], 1):
       raise ValueError(f'train_uvf.{name} must be a positive int, got {a[name]!r}.')
+  for name in ('num_episodes_train', 'initial_episodes', 'initial_steps', 'log_every_n_steps',
+               'save_policy_every_n_steps'):
+    if not (a[name] is None and name != 'num_episodes_train') and not _is_count(a[name], 0):
+      raise ValueError(f'train_uvf.{name} must be an int >= 0, got {a[name]!r}.')
+  if a['max_policies_to_save'] is not None and not _is_count(a['max_policies_to_save'], 1):
+    raise ValueError(f'train_uvf.max_policies_to_save must be None (keep all) or an int >= 1, got '
+                     f'{a["max_policies_to_save"]!r}.')
+  for name in ('save_interval_secs', 'save_summaries_secs', 'save_policy_interval_secs'):
+    if not _is_seconds(a[name]):
+      raise ValueError(f'train_uvf.{name} must be a number of seconds >= 0, got {a[name]!r}.')
+  if a['seed'] is not None and not _is_count(a['seed'], 0):
+    raise ValueError(f'train_uvf.seed must be None or an int >= 0, got {a["seed"]!r}.')
+  for name in ('gamma', 'reward_scale_factor'):
+    if not isinstance(a[name], (int, float, np.integer, np.floating)) or isinstance(a[name], bool):
+      raise ValueError(f'train_uvf.{name} must be a number, got {a[name]!r}.')
   if a['goal_sample_strategy'] not in off_policy_correction.GOAL_SAMPLE_STRATEGIES:
     raise ValueError(f'Unknown goal_sample_strategy {a["goal_sample_strategy"]!r}; valid: '
                      f'{", ".join(off_policy_correction.GOAL_SAMPLE_STRATEGIES)} (--goal_sample_strategy).')
@@ -523,11 +617,6 @@ def train_uvf(train_dir,
   del num_bin_actions, prefetch_queue_capacity, replay_context_ratio, next_state_as_context_ratio
   del state_index, zero_timer_ratio, timer_index, debug, summarize_gradients
   _check_arguments(**{k: v for k, v in locals().items() if k != 'train_dir'})
-  if replay_num_steps != 1 or meta_replay_num_steps != 1:
-    raise NotImplementedError('train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO samples single '
-                              'transitions).')
-  if not max_steps_per_episode:
-    raise ValueError('train_uvf.max_steps_per_episode must be set (HIRO: 500, bound by the environment configs).')
   if initial_steps is None:
     initial_steps = initial_episodes * max_steps_per_episode
   if agent_class.ACTION_TYPE != 'continuous' or meta_agent_class.ACTION_TYPE != 'continuous':
@@ -561,6 +650,21 @@ def train_uvf(train_dir,
   return loop.run()
 
 
+FULL_CHECKPOINTS_KEPT = 2  # newest full checkpoints kept in train_dir
+
+
+def _variable_bytes(checkpoint, optimizers=()):
+  """Bytes of the variables a `tf.train.Checkpoint` holds (TF1 optimizers keep their slots apart: pass them)."""
+  seen = {}
+  for trackable in tf.train.TrackableView(checkpoint).descendants():
+    if isinstance(trackable, tf.Variable):
+      seen[id(trackable)] = trackable
+  for optimizer in optimizers:
+    for variable in optimizer.variables():
+      seen[id(variable)] = variable
+  return sum(v.shape.num_elements() * (v.dtype.size if v.dtype != tf.string else 1) for v in seen.values())
+
+
 class TrainingLoop(object):
   """The Python side of training: restore or initialise, call the compiled loop, summaries, logs, checkpoints."""
 
@@ -582,26 +686,43 @@ class TrainingLoop(object):
     self.should_stop_early = should_stop_early
     self.load_path = load_path
     self.checkpoint = trainer.full_checkpoint()
-    self.manager = tf.train.CheckpointManager(self.checkpoint, train_dir, max_to_keep=2,
-                                              checkpoint_name='model.ckpt')
+    self.policy_dir = os.path.join(train_dir, policy_save_dir)
+    self.max_policies_to_save = max_policies_to_save
+    self.manager = self._full_manager()
     self.policy_checkpoint = tf.train.Checkpoint(variables=trainer.policy_variables_by_tf1_name())
     self.policy_manager = tf.train.CheckpointManager(
-        self.policy_checkpoint, os.path.join(train_dir, policy_save_dir), max_to_keep=max_policies_to_save,
-        checkpoint_name='model.ckpt')
-    self.writer = tf.summary.create_file_writer(train_dir)
+        self.policy_checkpoint, self.policy_dir, max_to_keep=max_policies_to_save,
+        checkpoint_name=checkpoints.CHECKPOINT_NAME)
+    self.writer = None  # created by `run`, after the checks of the run directory
+    self.checkpoint_bytes = None  # of one full checkpoint (`check_free_space`)
+    self.last_saved_step = None
     self.timings = {'initial_collect': 0.0, 'train': 0.0}
+
+  def _full_manager(self):
+    return tf.train.CheckpointManager(self.checkpoint, self.train_dir, max_to_keep=FULL_CHECKPOINTS_KEPT,
+                                      checkpoint_name=checkpoints.CHECKPOINT_NAME)
 
   # Checkpoints.
 
   def restore_or_initialize(self):
-    """Restores the newest full checkpoint (True), or initialises a fresh run (False): targets <- online networks,
-    then the low level from `load_path` if given."""
-    latest = self.manager.latest_checkpoint
+    """Restores the newest readable full checkpoint (True), or initialises a fresh run (False): targets <- online
+    networks, then the low level from `load_path` if given. `checkpoints.find_resumable` chooses the checkpoint
+    (the directory is scanned; a corrupt newer one is set aside) or refuses a directory it cannot resume."""
+    latest = checkpoints.find_resumable(self.train_dir, self.policy_dir)
+    self.manager = self._full_manager()  # find_resumable may have rebuilt the checkpoint index file
     if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      try:
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+      except (AssertionError, ValueError) as e:
+        raise checkpoints.RunDirectoryError(
+            f'{latest} does not match this configuration\'s training state ({str(e).strip().splitlines()[0]}): it '
+            'was written by another configuration or version of this code. Nothing was changed; use another '
+            '--train_dir.') from None
       if not self.trainer.collector.restore_env_state():
         raise ValueError(f'{latest} holds no environment state.')
-      logging.info('Resumed from %s at global step %d', latest, int(self.trainer.global_step.numpy()))
+      self.last_saved_step = int(self.trainer.global_step.numpy())
+      self.checkpoint_bytes = checkpoints.checkpoint_bytes(latest)
+      print(f'Resumed from {latest} at global step {self.last_saved_step}.', flush=True)
       return True
     self.trainer.uvf_agent.copy_to_targets()
     self.trainer.meta_agent.copy_to_targets()
@@ -609,16 +730,94 @@ class TrainingLoop(object):
       _restore_low_level(self.trainer, self.load_path)
     return False
 
-  def save(self):
-    """Writes a full checkpoint `model.ckpt-<global step>`."""
-    self.trainer.collector.save_env_state()
+  def full_checkpoint_bytes(self):
+    """Bytes of one full checkpoint: the newest one's size when there is one, else the sum of the sizes of the
+    variables it holds (replay buffers, networks, optimizer slots, ...), plus 1%."""
+    if self.checkpoint_bytes:
+      return self.checkpoint_bytes
+    return int(1.01 * _variable_bytes(self.checkpoint, list(self.trainer.optimizers.values()) + (
+        [self.trainer.repr_update.optimizer] if self.trainer.repr_update is not None else [])))
+
+  def check_free_space(self):
+    """Says what the checkpoints of the run need, and stops if the disk cannot hold its full checkpoints.
+
+    `FULL_CHECKPOINTS_KEPT` (2) full checkpoints are kept, and a save writes the next one before the oldest is
+    deleted: up to 3 exist during a save. Policy checkpoints are all kept (max_policies_to_save None).
+
+    Raises:
+      checkpoints.RunDirectoryError: the free space is less than the full checkpoints still need.
+    """
+    full = self.full_checkpoint_bytes()
+    existing = len(checkpoints.list_checkpoints(self.train_dir))
+    full_needed = max(1, FULL_CHECKPOINTS_KEPT + 1 - existing) * full
+    policy = _variable_bytes(self.policy_checkpoint)
     step = int(self.trainer.global_step.numpy())
-    path = self.manager.save(checkpoint_number=step)
+    every = self.save_policy_every_n_steps
+    policies = (self.max_number_of_steps // every - step // every) if every else 0
+    if self.max_policies_to_save:
+      policies = min(policies, self.max_policies_to_save + 1)
+    free = checkpoints.free_bytes(self.train_dir)
+    print(f'Checkpoints: full checkpoints {checkpoints.format_bytes(full)} each ({FULL_CHECKPOINTS_KEPT} kept, '
+          f'{FULL_CHECKPOINTS_KEPT + 1} during a save: {checkpoints.format_bytes(full_needed)} more needed), policy '
+          f'checkpoints {checkpoints.format_bytes(policy)} each ({policies} more to the end: '
+          f'{checkpoints.format_bytes(policies * policy)}); {checkpoints.format_bytes(free)} free in '
+          f'{self.train_dir}.', flush=True)
+    if free is None:
+      return
+    if free < full_needed:
+      raise checkpoints.RunDirectoryError(
+          f'not enough disk space in {self.train_dir} for the full checkpoints of this run: they need '
+          f'{checkpoints.format_bytes(full_needed)} more ({checkpoints.format_bytes(full)} each, '
+          f'{FULL_CHECKPOINTS_KEPT} kept and one more during a save), {checkpoints.format_bytes(free)} is free. '
+          'Free some space, or use another --train_dir (smaller replay buffers, CircularBuffer.buffer_size, make '
+          'smaller checkpoints). Nothing was written.')
+    if free < full_needed + policies * policy:
+      logging.warning('The policy checkpoints to the end of the run need %s more than the %s free in %s.',
+                      checkpoints.format_bytes(full_needed + policies * policy - free),
+                      checkpoints.format_bytes(free), self.train_dir)
+
+  def save(self):
+    """Writes a full checkpoint `model.ckpt-<global step>` (not again for the step of the last one).
+
+    Raises:
+      checkpoints.RunDirectoryError: the save failed (disk full, permission): what it left is removed and the
+        previous checkpoint is intact.
+    """
+    step = int(self.trainer.global_step.numpy())
+    if step == self.last_saved_step:
+      return None
+    self.trainer.collector.save_env_state()
+    try:
+      path = self.manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+      checkpoints.remove_partial_saves(self.train_dir)
+      raise checkpoints.storage_error(
+          e, self.train_dir, f'the full checkpoint model.ckpt-{step}', needed=self.full_checkpoint_bytes(),
+          intact=self.manager.latest_checkpoint) from None
+    self.last_saved_step = step
+    self.checkpoint_bytes = checkpoints.checkpoint_bytes(path)
     logging.info('Saved the full checkpoint %s', path)
     return path
 
   def save_policy(self):
-    path = self.policy_manager.save(checkpoint_number=int(self.trainer.global_step.numpy()))
+    """Writes the policy checkpoint `policy/model.ckpt-<global step>`, unless one of that step exists: an
+    interrupted run wrote it after its last full checkpoint, and the resumed run, exact, would write the same.
+
+    Raises:
+      checkpoints.RunDirectoryError: the save failed (disk full, permission).
+    """
+    step = int(self.trainer.global_step.numpy())
+    existing = os.path.join(self.policy_dir, f'{checkpoints.CHECKPOINT_NAME}-{step}')
+    if tf.io.gfile.exists(existing + '.index'):
+      logging.info('The policy checkpoint %s exists (written before the run was interrupted); kept.', existing)
+      return existing
+    try:
+      path = self.policy_manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+      checkpoints.remove_partial_saves(self.policy_dir)
+      raise checkpoints.storage_error(e, self.policy_dir, f'the policy checkpoint model.ckpt-{step}',
+                                      needed=_variable_bytes(self.policy_checkpoint),
+                                      intact=self.manager.latest_checkpoint) from None
     logging.info('Saved the policy checkpoint %s', path)
     if self.save_policy_interval_secs > 0:
       logging.info('Wait %d secs after save policy.', self.save_policy_interval_secs)
@@ -672,13 +871,34 @@ class TrainingLoop(object):
         stop = step + 1
     return max(stop, step + 1)
 
+  def _write_operative_config(self, step):
+    """`operative_config.gin`, or `operative_config-<step>.gin` when a resumed run's differs (a longer run): the
+    earlier run's file is not overwritten."""
+    text = gin.operative_config_str()
+    path = os.path.join(self.train_dir, 'operative_config.gin')
+    if tf.io.gfile.exists(path):
+      with tf.io.gfile.GFile(path) as f:
+        if f.read() == text:
+          return
+      path = os.path.join(self.train_dir, f'operative_config-{step}.gin')
+    with tf.io.gfile.GFile(path, 'w') as f:
+      f.write(text)
+
+  def _writing(self, what, fn, *args):
+    """fn(*args); a failed write (disk full, permission) becomes one `RunDirectoryError`."""
+    try:
+      return fn(*args)
+    except (tf.errors.OpError, OSError) as e:
+      raise checkpoints.storage_error(e, self.train_dir, what, intact=self.manager.latest_checkpoint) from None
+
   def run(self):
-    """Trains until the step budget (or `should_stop_early`); returns the final global step."""
+    """Trains until the step budget, `should_stop_early` or a stop request (`request_stop`: at the next episode
+    end, after a full checkpoint); returns the final global step."""
     t = self.trainer
     resumed = self.restore_or_initialize()
-    gin_path = os.path.join(self.train_dir, 'operative_config.gin')
-    with tf.io.gfile.GFile(gin_path, 'w') as f:
-      f.write(gin.operative_config_str())
+    self.check_free_space()
+    self._writing('the operative configuration', self._write_operative_config, int(t.global_step.numpy()))
+    self.writer = self._writing('TensorBoard summaries', tf.summary.create_file_writer, self.train_dir)
     policy_every = (f'a policy checkpoint every {self.save_policy_every_n_steps} steps'
                     if self.save_policy_every_n_steps else 'no policy checkpoints')
     progress_every = (f'a progress line every {self.log_every_n_steps} steps' if self.log_every_n_steps
@@ -702,7 +922,15 @@ class TrainingLoop(object):
     last_log_step = last_summary_step = step
     first_step = step
     checkpoint_pending = False
+    stopping = None  # the signal whose stop is under way
     while step < self.max_number_of_steps:
+      if _stop_request['signal'] and not stopping:
+        stopping = _stop_request['signal']
+        if t.collector.stepper.just_reset or step == self.last_saved_step:
+          break  # already at an episode end
+        logging.info('%s: stopping at the next episode end (global step %d), after a full checkpoint.', stopping,
+                     (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
+        checkpoint_pending = True
       target = self._next_stop(step, checkpoint_pending, last_step)
       metrics = t.run_steps(tf.constant(target - step, tf.int64), tf.constant(last_step, tf.int64))
       previous, step = step, int(t.global_step.numpy())
@@ -723,20 +951,29 @@ class TrainingLoop(object):
               f'sec/step) ({rate:.0f} steps/sec), ETA {_format_eta(remaining / max(rate, 1e-9))}', flush=True)
         last_log_time, last_log_step = now, step
       if now - last_summary_time >= self.save_summaries_secs:
-        self.write_summaries(metrics, (step - last_summary_step) / max(now - last_summary_time, 1e-9))
+        self._writing('TensorBoard summaries', self.write_summaries, metrics,
+                      (step - last_summary_step) / max(now - last_summary_time, 1e-9))
         last_summary_time, last_summary_step = now, step
       if now - last_save_time >= self.save_interval_secs:
         checkpoint_pending = True
       if checkpoint_pending and t.collector.stepper.just_reset:
         self.save()
         last_save_time, checkpoint_pending = time.time(), False
+        if stopping:
+          break
       if self.should_stop_early and self.should_stop_early():
         logging.info('should_stop_early: stopping at global step %d', step)
         break
     self.timings['train'] = time.time() - train_start
     if metrics is not None:
-      self.write_summaries(metrics, (step - first_step) / max(self.timings['train'], 1e-9))
+      self._writing('TensorBoard summaries', self.write_summaries, metrics,
+                    (step - first_step) / max(self.timings['train'], 1e-9))
     self.save()
+    self.writer.close()
+    if stopping:
+      _stop_request['signal'] = None
+      print(f'{stopping}: stopped at global step {step} of {self.max_number_of_steps}; the full checkpoint '
+            f'{self.manager.latest_checkpoint} is written: the same command resumes the run.', flush=True)
     logging.info('Training finished at global step %d (%.1f s of training)', step, self.timings['train'])
     return step
 
