@@ -242,7 +242,7 @@ def test_hiro_corrupt_newest_resumes_from_the_newest_readable(hiro_run, tmp_path
   before = snapshot(run_dir)
   result = train(hiro_run['args'] + episodes(2) + ['--train_dir', str(run_dir)])
   assert result.code == 0, result
-  assert 'run_train: HIRO (uvf), config ant_maze: resuming' in result.out
+  assert f'run directory {run_dir} (resuming the run there)' in result.out
   assert f'the full checkpoint {run_dir}/model.ckpt-200 is unreadable' in result.out
   assert f'Resumed from {run_dir}/model.ckpt-150 at global step 150.' in result.out
   assert 'global step 200 / 200' in result.out

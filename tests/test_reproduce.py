@@ -130,9 +130,9 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
     log0 = f.read()
   with open(os.path.join(root, 'logs', 'seed_1.train.log')) as f:
     log1 = f.read()
-  assert log0.count('run_train: HIRO (uvf), config ant_maze: starting') == 1 and 'resuming' not in log0
-  assert log1.count('run_train: HIRO (uvf), config ant_maze: starting') == 1
-  assert log1.count('run_train: HIRO (uvf), config ant_maze: resuming') == 1
+  assert log0.count('(a new run)') == 1 and 'resuming' not in log0
+  assert log1.count('(a new run)') == 1
+  assert log1.count('(resuming the run there)') == 1
   assert f'Resumed from {os.path.join(root, "seed_1")}/model.ckpt-{resume_step}' in log1
   expected_steps = [POLICY_EVERY * k for k in (1, 2, 3)]
   seed_rows = {}
