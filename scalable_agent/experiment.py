@@ -48,6 +48,7 @@ from scalable_agent import dmlab30
 from scalable_agent import dynamic_batching
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
+from scalable_agent import networks
 from scalable_agent import py_process
 
 # The queue element of the original (reference impala.md section 6). For one unroll (`Actor.unroll`):
@@ -372,11 +373,11 @@ def _environment_process(settings, level_name, seed, is_test):
 
 
 def make_agent(settings, level_name):
-  """The `Agent` for a level's action set and frame size under `settings`."""
+  """The agent (`networks.make_agent`: gin `agent_network.network`) for a level's action set and frame shape."""
   constructor = environments.environment_constructor(
       level_name, seed=1, width=settings.width, height=settings.height, dataset_path=settings.dataset_path,
       num_action_repeats=settings.num_action_repeats)
-  return agent_lib.Agent(constructor.num_actions, constructor.frame_shape)
+  return networks.make_agent(constructor.num_actions, constructor.frame_shape)
 
 
 
