@@ -219,7 +219,8 @@ class AtariEnvironment:
 
   * No sticky actions (`repeat_action_probability` 0), one emulator frame per ALE `act`.
   * One `step` = one agent step = `num_action_repeats` emulator frames with the same action, rewards summed
-    (unclipped); the frame is the pixel-wise max of the last two emulator frames (against flicker), shrunk to
+    (unclipped; fewer frames when the episode ends first); the frame is the pixel-wise max of the step's last two
+    emulator frames (against flicker; the one frame of a one-frame step), shrunk to
     [height, width] by area averaging, RGB (3 channels) or, with `grayscale`, luma (1 channel).
   * `frame_stack` = k > 1: the observation is the last k frames along the channel axis, oldest first: uint8
     [height, width, k·c] (c = 1 grey, 3 RGB). At the start of an episode (a new game or, with
@@ -293,12 +294,18 @@ class AtariEnvironment:
   def num_actions(self):
     return len(self._actions)
 
-  def _frame(self, num_screens):
-    """The agent's frame, a new uint8 [height, width, c], from the last `num_screens` (1 or 2) grabbed screens."""
+  @property
+  def episode_frame_number(self):
+    """Emulator frames played in the current game, its no-op start included (ALE's episode frame number)."""
+    return self._ale.getEpisodeFrameNumber()
+
+  def _frame(self, newest, num_screens):
+    """The agent's frame, a new uint8 [height, width, c], from the screen in slot `newest` (num_screens 1) or the
+    max of both slots (2)."""
     if num_screens == 2:
       np.maximum(self._screens[0], self._screens[1], out=self._pooled)
     else:
-      self._pooled[:] = self._screens[0]
+      self._pooled[:] = self._screens[newest]
     height, width = self._resize_rows.shape[0], self._resize_columns_t.shape[1]
     screen_width = self._resize_columns_t.shape[0]
     if self._grayscale:
@@ -337,7 +344,7 @@ class AtariEnvironment:
         self._ale.reset_game()
     self._lives = self._ale.lives()
     self._ale.getScreenRGB(self._screens[0])
-    return self._observe(self._frame(1), new_episode=True)
+    return self._observe(self._frame(0, 1), new_episode=True)
 
   def initial(self):
     """Starts a game. Returns (frame uint8 [height, width, channels], instruction '')."""
@@ -356,26 +363,23 @@ class AtariEnvironment:
     """
     ale_action = self._actions[_check_action(action, len(self._actions))]
     reward = 0.
-    num_screens = 0
+    newest = 1
     life_lost = game_over = False
     for repeat in range(self._num_action_repeats):
       reward += self._ale.act(ale_action)
+      newest ^= 1  # The two screen slots alternate: the last two frames' screens, whichever frame ends the step.
+      self._ale.getScreenRGB(self._screens[newest])
       game_over = self._ale.game_over()
       lives = self._ale.lives()
       life_lost = self._terminal_on_life_loss and lives < self._lives
       self._lives = lives
-      if repeat >= self._num_action_repeats - 2 or life_lost:
-        # Screens of the last two frames: slot 0 the newest.
-        self._screens[1] = self._screens[0]
-        self._ale.getScreenRGB(self._screens[0])
-        num_screens = min(num_screens + 1, 2)
       if game_over or life_lost:
         break
     done = game_over or life_lost
     if game_over:
       frame = self._reset_game()
     else:
-      frame = self._observe(self._frame(num_screens), new_episode=life_lost)
+      frame = self._observe(self._frame(newest, min(repeat + 1, 2)), new_episode=life_lost)
     return np.array(reward, dtype=np.float32), np.array(done), (frame, '')
 
   def close(self):
