@@ -27,6 +27,7 @@ import collections
 import importlib
 import inspect
 
+import gin
 import numpy as np
 
 from scalable_agent import dmlab30
@@ -76,16 +77,16 @@ class MissingDependencyError(ImportError):
   """An optional dependency that a configuration needs is not installed; the message says how to install it."""
 
 
-def _observation_specs(height, width):
-  """TensorSpecs of an observation: (frame uint8 [height, width, 3], instruction string [])."""
+def _observation_specs(height, width, channels=3):
+  """TensorSpecs of an observation: (frame uint8 [height, width, channels], instruction string [])."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (only the parent process asks for specs)
-  return (tf.TensorSpec([height, width, 3], tf.uint8), tf.TensorSpec([], tf.string))
+  return (tf.TensorSpec([height, width, channels], tf.uint8), tf.TensorSpec([], tf.string))
 
 
-def _method_specs(method_name, height, width):
+def _method_specs(method_name, height, width, channels=3):
   """The specs of `initial` (an observation) and `step` ((reward, done, observation)); None for other methods."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  observation_spec = _observation_specs(height, width)
+  observation_spec = _observation_specs(height, width, channels)
   if method_name == 'initial':
     return observation_spec
   if method_name == 'step':
@@ -211,22 +212,31 @@ def _area_resize_matrix(source_size, target_size):
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
+@gin.configurable('AtariEnvironment', module='scalable_agent',
+                  denylist=['game', 'width', 'height', 'num_action_repeats', 'seed'])
 class AtariEnvironment:
   """An Atari game with the preprocessing of the IMPALA paper's Atari experiments (docs/impala_environments.md).
 
   * No sticky actions (`repeat_action_probability` 0), one emulator frame per ALE `act`.
   * One `step` = one agent step = `num_action_repeats` emulator frames with the same action, rewards summed
-    (unclipped); the frame is the pixel-wise max of the last two emulator frames (against flicker), shrunk to
-    [height, width] by area averaging, RGB (or grey replicated to 3 channels with `grayscale`).
-  * Each episode (game) starts with a random number, uniform in [1, noop_max], of no-op emulator frames.
+    (unclipped; fewer frames when the episode ends first); the frame is the pixel-wise max of the step's last two
+    emulator frames (against flicker; the one frame of a one-frame step), shrunk to
+    [height, width] by area averaging, RGB (3 channels) or, with `grayscale`, luma (1 channel).
+  * `frame_stack` = k > 1: the observation is the last k frames along the channel axis, oldest first: uint8
+    [height, width, k·c] (c = 1 grey, 3 RGB). At the start of an episode (a new game or, with
+    `terminal_on_life_loss`, a lost life) the stack holds its first frame k times.
+  * Each game starts with a random number, uniform in [1, noop_max], of no-op emulator frames.
   * `terminal_on_life_loss`: losing a life ends the episode for the agent (`done`) without resetting the game: the
     next episode continues from the current frame. The game is reset when it is over.
   * A game is cut after `max_episode_frames` emulator frames (ALE's `max_num_frames_per_episode`).
   Instruction: '' (empty).
+
+  The settings after `seed` are gin parameters `AtariEnvironment.<name>` (configs/impala_atari.gin sets the paper's);
+  `environment_constructor` passes their bound values to the environment's process.
   """
 
   def __init__(self, game, width=84, height=84, num_action_repeats=4, seed=1, noop_max=30, full_action_space=False,
-               terminal_on_life_loss=True, grayscale=False, max_episode_frames=108000):
+               terminal_on_life_loss=True, grayscale=False, max_episode_frames=108000, frame_stack=1):
     """Loads the ROM.
 
     Args:
@@ -237,8 +247,9 @@ class AtariEnvironment:
       noop_max: most no-op emulator frames at the start of a game (0: none).
       full_action_space: the 18 actions of the console instead of the game's minimal set.
       terminal_on_life_loss: `done` when a life is lost (training); False: only when the game is over (evaluation).
-      grayscale: grey frames (luma, replicated to the 3 channels) instead of RGB.
+      grayscale: grey frames (luma, 1 channel) instead of RGB (3 channels).
       max_episode_frames: emulator frames after which a game is cut (0: never).
+      frame_stack: frames per observation, stacked along the channel axis (1: no stack).
 
     Raises:
       ValueError: an unknown game or a bad setting.
@@ -247,9 +258,10 @@ class AtariEnvironment:
     games = roms.get_all_rom_ids()
     if game not in games:
       raise ValueError(f'unknown Atari game {game!r}; ale-py has: {", ".join(games)}.')
-    if num_action_repeats < 1 or noop_max < 0 or width < 1 or height < 1:
-      raise ValueError(f'need num_action_repeats >= 1, noop_max >= 0 and a positive frame size; got '
-                       f'num_action_repeats={num_action_repeats}, noop_max={noop_max}, {width}x{height}.')
+    if num_action_repeats < 1 or noop_max < 0 or width < 1 or height < 1 or frame_stack < 1:
+      raise ValueError(f'need num_action_repeats >= 1, noop_max >= 0, frame_stack >= 1 and a positive frame size; '
+                       f'got num_action_repeats={num_action_repeats}, noop_max={noop_max}, frame_stack={frame_stack}, '
+                       f'{width}x{height}.')
     self._num_action_repeats = num_action_repeats
     self._noop_max = noop_max
     self._terminal_on_life_loss = terminal_on_life_loss
@@ -274,6 +286,7 @@ class AtariEnvironment:
     self._channels_first = np.zeros((height * channels, screen_width), np.float32)
     self._resize_columns_t = _area_resize_matrix(screen_width, width).T.copy()  # [screen_width, width]
     self._resized = np.zeros((height * channels, width), np.float32)
+    self._stack = np.zeros((height, width, channels * frame_stack), np.uint8)  # Oldest frame first.
     self._noop = Action.NOOP
     self._lives = 0
 
@@ -281,12 +294,18 @@ class AtariEnvironment:
   def num_actions(self):
     return len(self._actions)
 
-  def _frame(self, num_screens):
-    """The agent's frame, a new uint8 [height, width, 3], from the last `num_screens` (1 or 2) grabbed screens."""
+  @property
+  def episode_frame_number(self):
+    """Emulator frames played in the current game, its no-op start included (ALE's episode frame number)."""
+    return self._ale.getEpisodeFrameNumber()
+
+  def _frame(self, newest, num_screens):
+    """The agent's frame, a new uint8 [height, width, c], from the screen in slot `newest` (num_screens 1) or the
+    max of both slots (2)."""
     if num_screens == 2:
       np.maximum(self._screens[0], self._screens[1], out=self._pooled)
     else:
-      self._pooled[:] = self._screens[0]
+      self._pooled[:] = self._screens[newest]
     height, width = self._resize_rows.shape[0], self._resize_columns_t.shape[1]
     screen_width = self._resize_columns_t.shape[0]
     if self._grayscale:
@@ -300,8 +319,20 @@ class AtariEnvironment:
         self._resized_rows.reshape(height, screen_width, channels).transpose(0, 2, 1))
     np.matmul(self._channels_first, self._resize_columns_t, out=self._resized)
     np.add(self._resized, 0.5, out=self._resized)  # Round to nearest (values are in [0, 255]).
-    frame = self._resized.reshape(height, channels, width).transpose(0, 2, 1).astype(np.uint8)
-    return np.repeat(frame, 3, axis=2) if self._grayscale else frame
+    return self._resized.reshape(height, channels, width).transpose(0, 2, 1).astype(np.uint8)
+
+  def _observe(self, frame, new_episode):
+    """The observation, a new uint8 [height, width, k·c]: `frame` pushed onto the stack (filling it if
+    `new_episode`)."""
+    channels = frame.shape[2]
+    if self._stack.shape[2] == channels:
+      return frame
+    if new_episode:
+      self._stack[:] = np.tile(frame, (1, 1, self._stack.shape[2] // channels))
+    else:
+      self._stack[:, :, :-channels] = self._stack[:, :, channels:]
+      self._stack[:, :, -channels:] = frame
+    return self._stack.copy()
 
   def _reset_game(self):
     """Resets the game and plays the no-op start. Returns the first frame."""
@@ -313,10 +344,10 @@ class AtariEnvironment:
         self._ale.reset_game()
     self._lives = self._ale.lives()
     self._ale.getScreenRGB(self._screens[0])
-    return self._frame(1)
+    return self._observe(self._frame(0, 1), new_episode=True)
 
   def initial(self):
-    """Starts a game. Returns (frame uint8 [height, width, 3], instruction '')."""
+    """Starts a game. Returns (frame uint8 [height, width, channels], instruction '')."""
     return self._reset_game(), ''
 
   def step(self, action):
@@ -332,26 +363,23 @@ class AtariEnvironment:
     """
     ale_action = self._actions[_check_action(action, len(self._actions))]
     reward = 0.
-    num_screens = 0
+    newest = 1
     life_lost = game_over = False
     for repeat in range(self._num_action_repeats):
       reward += self._ale.act(ale_action)
+      newest ^= 1  # The two screen slots alternate: the last two frames' screens, whichever frame ends the step.
+      self._ale.getScreenRGB(self._screens[newest])
       game_over = self._ale.game_over()
       lives = self._ale.lives()
       life_lost = self._terminal_on_life_loss and lives < self._lives
       self._lives = lives
-      if repeat >= self._num_action_repeats - 2 or life_lost:
-        # Screens of the last two frames: slot 0 the newest.
-        self._screens[1] = self._screens[0]
-        self._ale.getScreenRGB(self._screens[0])
-        num_screens = min(num_screens + 1, 2)
       if game_over or life_lost:
         break
     done = game_over or life_lost
     if game_over:
       frame = self._reset_game()
     else:
-      frame = self._frame(num_screens)
+      frame = self._observe(self._frame(newest, min(repeat + 1, 2)), new_episode=life_lost)
     return np.array(reward, dtype=np.float32), np.array(done), (frame, '')
 
   def close(self):
@@ -370,7 +398,9 @@ class AtariEnvironment:
   @staticmethod
   def _tensor_specs(method_name, unused_kwargs, constructor_kwargs):
     """A nest of `tf.TensorSpec`: the output of `method_name` ('initial' or 'step')."""
-    return _method_specs(method_name, constructor_kwargs.get('height', 84), constructor_kwargs.get('width', 84))
+    channels = (1 if constructor_kwargs.get('grayscale', False) else 3) * constructor_kwargs.get('frame_stack', 1)
+    return _method_specs(method_name, constructor_kwargs.get('height', 84), constructor_kwargs.get('width', 84),
+                         channels)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -611,7 +641,8 @@ def environment_constructor(level_name, seed, is_test=False, width=DEFAULT_WIDTH
 
   DeepMind Lab: levels of DMLab-30 get the prefix 'contributed/dmlab30/'; config width, height, datasetPath
   (`dataset_path`) and logLevel 'WARN'; test mode adds allowHoldOutLevels 'true' and mixerSeed 0x600D5EED.
-  Atari: `AtariEnvironment`; test mode plays whole games (`terminal_on_life_loss=False`).
+  Atari: `AtariEnvironment` with the bound gin settings `AtariEnvironment.<name>` (then `options`); test mode plays
+  whole games (`terminal_on_life_loss=False`).
   Built-in: `BuiltinEnvironment`; test mode draws its own episodes.
 
   Args:
@@ -648,8 +679,6 @@ def environment_constructor(level_name, seed, is_test=False, width=DEFAULT_WIDTH
     env_type = AtariEnvironment
     kwargs = dict(game=level_name[len(ATARI_PREFIX):], width=width, height=height,
                   num_action_repeats=num_action_repeats, seed=seed)
-    if is_test:
-      kwargs['terminal_on_life_loss'] = False
   else:
     task = level_name[len(BUILTIN_PREFIX):]
     _check_builtin_task(task)
@@ -661,7 +690,13 @@ def environment_constructor(level_name, seed, is_test=False, width=DEFAULT_WIDTH
   if unknown:
     raise ValueError(f'unknown option(s) {", ".join(unknown)} for {backend} level {level_name!r}; the options of '
                      f'{env_type.__name__} are: {", ".join(allowed) or "none"}.')
-  kwargs.update(options)
+  if backend == 'atari':
+    # The gin settings (`AtariEnvironment.<name>`) travel as arguments: the environment's process has no gin.
+    kwargs.update({**gin.get_bindings('AtariEnvironment'), **options})
+    if is_test:
+      kwargs['terminal_on_life_loss'] = False  # Evaluation plays whole games.
+  else:
+    kwargs.update(options)
   return EnvironmentConstructor(env_type, kwargs)
 
 

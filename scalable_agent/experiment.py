@@ -48,6 +48,7 @@ from scalable_agent import dmlab30
 from scalable_agent import dynamic_batching
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
+from scalable_agent import networks
 from scalable_agent import py_process
 
 # The queue element of the original (reference impala.md section 6). For one unroll (`Actor.unroll`):
@@ -62,6 +63,7 @@ ActorOutput = collections.namedtuple('ActorOutput', ['level_name', 'agent_state'
 CHECKPOINT_INTERVAL_S = 600  # The original's save_checkpoint_secs.
 SUMMARY_INTERVAL_S = 30  # The original's save_summaries_secs (learner metrics; episode summaries are written each).
 PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA).
+TEST_SUMMARY_DIR = 'test'  # Test mode's TensorBoard events, under the run directory.
 _POLL_S = 0.1  # How often blocked threads look at the stop flag.
 
 
@@ -417,11 +419,11 @@ def _environment_process(settings, level_name, seed, is_test):
 
 
 def make_agent(settings, level_name):
-  """The `Agent` for a level's action set and frame size under `settings`."""
+  """The agent (`networks.make_agent`: gin `agent_network.network`) for a level's action set and frame shape."""
   constructor = environments.environment_constructor(
       level_name, seed=1, width=settings.width, height=settings.height, dataset_path=settings.dataset_path,
       num_action_repeats=settings.num_action_repeats)
-  return agent_lib.Agent(constructor.num_actions, constructor.frame_shape)
+  return networks.make_agent(constructor.num_actions, constructor.frame_shape)
 
 
 
@@ -869,7 +871,8 @@ def test(logdir, settings):
   policy (sampled actions) and the LSTM state carried across episodes (reset by `done`), in unrolls of
   unroll_length; an episode counts where done[1:] (step 0 overlaps the previous unroll).
 
-  Writes `<logdir>/test_results-<frames>.json` (frames: the checkpoint's frame counter):
+  Writes `<logdir>/test_results-<frames>.json` (frames: the checkpoint's frame counter), and TensorBoard scalars of
+  its means in `<logdir>/test/` at step frames (`_write_test_summaries`):
     {'checkpoint': path, 'num_environment_frames': int, 'test_num_episodes': int,
      'levels': {level: {'mean_return': float, 'returns': [float, ...]}},
      'mean_return': mean over the levels of their mean returns,
@@ -937,8 +940,24 @@ def test(logdir, settings):
     logging.info('No cap.: %f Cap 100: %f', no_cap, cap_100)
     results['human_normalized_score'] = {'no_cap': no_cap, 'cap_100': cap_100}
   logging.info('Mean episode return over %d level(s): %f', len(levels), results['mean_return'])
+  _write_test_summaries(os.path.join(logdir, TEST_SUMMARY_DIR), results)
   results_path = os.path.join(logdir, f'test_results-{frames}.json')
   with open(results_path, 'w') as f:
     json.dump(results, f, indent=2)
   logging.info('Test results: %s', results_path)
   return results
+
+
+def _write_test_summaries(directory, results):
+  """TensorBoard scalars of a test-mode `results` dict in `directory`, at step = the checkpoint's frames:
+  `<level>/test_mean_return` per level, `test_mean_return`, and for dmlab30 `dmlab30/test_no_cap` and
+  `dmlab30/test_cap_100`."""
+  step = results['num_environment_frames']
+  writer = tf.summary.create_file_writer(directory)
+  with writer.as_default():
+    for level_name, level in results['levels'].items():
+      tf.summary.scalar(level_name + '/test_mean_return', level['mean_return'], step=step)
+    tf.summary.scalar('test_mean_return', results['mean_return'], step=step)
+    for name, value in results.get('human_normalized_score', {}).items():
+      tf.summary.scalar(f'dmlab30/test_{name}', value, step=step)
+  writer.close()

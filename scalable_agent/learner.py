@@ -9,18 +9,22 @@ One step, as the original `build_learner` (experiment.py):
   3. Clip the rewards, discounts = (1 - done) * discounting, V-trace (`vtrace.from_logits`, default clips).
   4. Loss = pg + baseline_cost * baseline + entropy_cost * entropy, each a SUM over T and B (not a mean).
   5. One RMSProp step with TF1 semantics (`RMSProp` below) at lr(f) = learning_rate * (1 - min(f, F) / F), f the
-     environment frames so far and F = total_environment_frames; no gradient clipping.
+     environment frames so far and F = total_environment_frames. No gradient clipping, as the original code; with
+     `gradient_clipping` = c > 0 (gin `learner.gradient_clipping`; the paper's Atari experts: 40, Table G.1) the
+     gradients are first scaled by c / max(c, n), n their global norm (`tf.clip_by_global_norm`).
   6. num_environment_frames += B * T * num_action_repeats (environment frames, not agent steps).
 
 Under a `tf.distribute` strategy (`make_strategy`; docs/impala_distributed_learner.md) the variables are mirrored,
 each replica runs 1-4 on its B / R columns of the batch, the gradients are all-reduced with SUM (the loss is a sum
 over T and B, so the sum of the shards' gradients is the whole batch's gradient), every replica applies the same
 update 5 to its copy, and 6 runs once, by the whole batch's frames. Without a strategy (or with the default one)
-the step is the single-device one, op for op.
+the step is the single-device one, op for op. Gradient clipping, when on, acts on the all-reduced (whole-batch)
+gradients.
 """
 
 import contextlib
 
+import gin
 import tensorflow as tf
 
 from scalable_agent import vtrace
@@ -238,6 +242,7 @@ def compute_policy_gradient_loss(logits, actions, advantages):
   return tf.reduce_sum(cross_entropy * tf.stop_gradient(advantages))
 
 
+@gin.configurable('learner', module='scalable_agent', allowlist=['gradient_clipping'])
 class Learner(tf.Module):
   """Trains an `Agent` on batches of actor unrolls (the original's `build_learner` and its optimizer).
 
@@ -262,8 +267,8 @@ class Learner(tf.Module):
 
   def __init__(self, agent, entropy_cost=0.00025, baseline_cost=.5, discounting=.99, reward_clipping='abs_one',
                learning_rate=0.00048, decay=.99, momentum=0., epsilon=.1, total_environment_frames=int(1e9),
-               num_action_repeats=4, name='learner'):
-    """Args (the original flags, same names and defaults):
+               num_action_repeats=4, gradient_clipping=0., name='learner'):
+    """Args (the original flags, same names and defaults, and gradient_clipping):
       agent: an `scalable_agent.agent.Agent` (its variables exist after construction), built under the same
         strategy scope as the learner.
       entropy_cost: weight of the entropy loss.
@@ -277,6 +282,9 @@ class Learner(tf.Module):
       total_environment_frames: environment frames (agent steps x num_action_repeats) of the whole run; the horizon
         of the learning-rate decay.
       num_action_repeats: environment frames per agent step, for the frame counter.
+      gradient_clipping: c > 0: clip the gradients to global norm c before the update (the paper's Atari experts:
+        40); 0: no clipping (the original code). Gin: `learner.gradient_clipping`. With it on, the metrics also
+        hold `gradient_norm`, the global norm before clipping.
       name: module name.
 
     The learner runs under `tf.distribute.get_strategy()` at construction: the default strategy outside any scope
@@ -285,11 +293,13 @@ class Learner(tf.Module):
     replicas along the batch axis and the gradients are summed across them.
 
     Raises:
-      ValueError: an unknown reward_clipping, total_environment_frames < 1, or agent variables that were not created
-        under the learner's strategy scope.
+      ValueError: an unknown reward_clipping, total_environment_frames < 1, gradient_clipping < 0, or agent variables
+        that were not created under the learner's strategy scope.
     """
     super().__init__(name=name)
     _check_reward_clipping(reward_clipping)
+    if not gradient_clipping >= 0:
+      raise ValueError(f'gradient_clipping must be >= 0 (0: off), got {gradient_clipping}.')
     if total_environment_frames < 1:
       raise ValueError(f'total_environment_frames must be >= 1 (the decay horizon), got {total_environment_frames}.')
     self._strategy = tf.distribute.get_strategy()
@@ -311,6 +321,7 @@ class Learner(tf.Module):
     self.initial_learning_rate = learning_rate
     self.total_environment_frames = int(total_environment_frames)
     self.num_action_repeats = num_action_repeats
+    self.gradient_clipping = float(gradient_clipping)
     # Already in the strategy's scope when distributed: made explicit, since the slots must be created in it.
     with self._strategy.scope() if self._distributed else contextlib.nullcontext():
       # The global step, in environment frames: the original's `num_environment_frames` (int64, not trainable).
@@ -384,7 +395,8 @@ class Learner(tf.Module):
 
     Returns:
       dict of scalars: total_loss, pg_loss, baseline_loss, entropy_loss (unweighted sums over T and B; total_loss
-      weights them), learning_rate (the one used by this update) and num_environment_frames (int64, after it). Under
+      weights them), learning_rate (the one used by this update), num_environment_frames (int64, after it) and,
+      with gradient_clipping on, gradient_norm (the global norm before clipping). Under
       a distributing strategy the losses are summed over the replicas (the whole batch's sums).
     """
     if self._distributed:
@@ -394,10 +406,24 @@ class Learner(tf.Module):
       losses = self._losses(agent_state, env_outputs, agent_outputs)
     learning_rate = self.learning_rate()  # Read before the frame counter moves, as the original.
     gradients = tape.gradient(losses['total_loss'], variables)
+    gradients, clip_metrics = self._clip(gradients)
     self.optimizer.apply_gradients(zip(gradients, variables))
     # B * T * num_action_repeats; tf.function orders this after the update, like the original's control dependency.
     self.num_environment_frames.assign_add(self._batch_frames(agent_outputs))
-    return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames))
+    return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames),
+                **clip_metrics)
+
+  def _clip(self, gradients):
+    """(gradients scaled to global norm <= gradient_clipping, {'gradient_norm': norm before}) when clipping is on;
+    else (gradients, {}). None gradients stay None."""
+    if not self.gradient_clipping:
+      return gradients, {}
+    present = [i for i, g in enumerate(gradients) if g is not None]
+    clipped, norm = tf.clip_by_global_norm([gradients[i] for i in present], self.gradient_clipping)
+    gradients = list(gradients)
+    for i, g in zip(present, clipped):
+      gradients[i] = g
+    return gradients, {'gradient_norm': norm}
 
   def _batch_frames(self, agent_outputs):
     """B * T * num_action_repeats, int64, for a batch of T + 1 steps."""
@@ -450,13 +476,16 @@ class Learner(tf.Module):
               tf.nest.map_structure(lambda t: t[:, start:start + shard_size], (env_outputs, agent_outputs)))
 
     shards = self._strategy.experimental_distribute_values_from_function(shard)
-    losses, learning_rate = self._strategy.run(self._replica_step, args=shards)
+    losses, learning_rate, clip_metrics = self._strategy.run(self._replica_step, args=shards)
     # Sums over T and B of the shards: their sum is the whole batch's.
     losses = {k: self._strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in losses.items()}
     learning_rate = self._strategy.experimental_local_results(learning_rate)[0]  # The same on every replica.
+    # The norm of the all-reduced gradients: the same on every replica.
+    clip_metrics = {k: self._strategy.experimental_local_results(v)[0] for k, v in clip_metrics.items()}
     # Once per step, by the whole batch (cross-replica context: every copy of the counter gets the same update).
     self.num_environment_frames.assign_add(self._batch_frames(agent_outputs))
-    return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames))
+    return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames),
+                **clip_metrics)
 
   def _replica_step(self, agent_state, shard):
     """One replica's part of the step: its shard's losses and gradients, the SUM all-reduce, the RMSProp update."""
@@ -471,7 +500,8 @@ class Learner(tf.Module):
     # would divide the step by the number of replicas). IndexedSlices (the embedding) are gathered, and the
     # optimizer's sparse update sums their duplicate rows as before.
     summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in pairs])
+    summed, clip_metrics = self._clip(summed)
     # Every replica applies the same summed gradient to its own copy of each variable and slot (the handles of
     # mirrored variables in replica context are the local copies), so the copies stay equal.
     self.optimizer.apply_gradients(zip(summed, [v for _, v in pairs]))
-    return losses, learning_rate
+    return losses, learning_rate, clip_metrics

@@ -146,6 +146,17 @@ def test_impala_configs_hold_the_published_settings(config, expected):
     assert gin.query_parameter(f'experiment.{name}') == value, name
 
 
+def test_impala_atari_is_the_papers_shallow_expert():
+  """The paper's Atari expert setup (Table G.1, Appendix G; reference impala.md 13.3) beyond the experiment flags."""
+  parse('impala_atari.gin')
+  expected = {'agent_network.network': 'shallow', 'learner.gradient_clipping': 40.,
+              'AtariEnvironment.grayscale': True, 'AtariEnvironment.frame_stack': 4, 'AtariEnvironment.noop_max': 30,
+              'AtariEnvironment.terminal_on_life_loss': True, 'experiment.reward_clipping': 'abs_one',
+              'experiment.num_action_repeats': 4, 'experiment.width': 84, 'experiment.height': 84}
+  for name, value in expected.items():
+    assert gin.query_parameter(name) == value, name
+
+
 def test_placeholders_raise_with_their_issue():
   from uvf import train  # pylint: disable=g-import-not-at-top
   from uvf.context import samplers  # pylint: disable=g-import-not-at-top

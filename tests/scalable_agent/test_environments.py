@@ -6,6 +6,7 @@ tests are skipped where the real `deepmind_lab` is installed. Expected values co
 sections 9.1-9.4) and the original create_environment.
 """
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -152,20 +153,22 @@ def _raw_ale(game, seed):
   return ale, random_state.randint(1, 31)
 
 
+@functools.lru_cache(maxsize=None)
+def _area_weights(source, target):
+  """[target, source]: the overlap of each target pixel with each source pixel, over the target pixel's width."""
+  w = np.zeros((target, source))
+  for i in range(target):
+    lo, hi = i * source / target, (i + 1) * source / target
+    for j in range(int(np.floor(lo)), min(int(np.ceil(hi)), source)):
+      w[i, j] = (min(hi, j + 1) - max(lo, j)) / (hi - lo)
+  return w
+
+
 def _reference_frame(screens, height, width):
   """Max over the screens, area-averaged to [height, width] in float64 from the definition (pixel overlaps)."""
   screen = np.max(np.stack(screens), axis=0).astype(np.float64)
-
-  def weights(source, target):
-    w = np.zeros((target, source))
-    for i in range(target):
-      lo, hi = i * source / target, (i + 1) * source / target
-      for j in range(int(np.floor(lo)), min(int(np.ceil(hi)), source)):
-        w[i, j] = (min(hi, j + 1) - max(lo, j)) / (hi - lo)
-    return w
-
-  rows = np.tensordot(weights(screen.shape[0], height), screen, axes=(1, 0))  # [height, W, C]
-  return np.tensordot(rows, weights(screen.shape[1], width), axes=(1, 1)).transpose(0, 2, 1)
+  rows = np.tensordot(_area_weights(screen.shape[0], height), screen, axes=(1, 0))  # [height, W, C]
+  return np.tensordot(rows, _area_weights(screen.shape[1], width), axes=(1, 1)).transpose(0, 2, 1)
 
 
 def test_atari_frames_repeats_noops_and_max_pool():
@@ -221,8 +224,10 @@ def test_atari_deterministic_given_seed_and_settings():
   assert steps == steps_again and np.array_equal(frames, frames_again)
   _, other_frames = run(4)  # Another number of no-ops.
   assert not np.array_equal(frames, other_frames)
-  _, gray = run(3, grayscale=True, full_action_space=True)
-  assert (gray[..., 0] == gray[..., 1]).all() and (gray[..., 1] == gray[..., 2]).all()
+  _, gray = run(3, grayscale=True)
+  assert gray.shape == (61, 42, 42, 1)  # Luma of the RGB frames, one channel (resizing and luma commute).
+  luma = frames.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+  assert np.abs(gray[..., 0] - luma).max() <= 1.5
 
 
 def test_atari_life_loss_ends_training_episodes_only():
@@ -254,8 +259,118 @@ def test_atari_sizes_and_errors():
   with pytest.raises(ValueError, match="unknown Atari game 'pongg'"):
     environments.AtariEnvironment('pongg')
   with pytest.raises(ValueError, match='unknown option.*sticky.*options of AtariEnvironment are: noop_max, '
-                                       'full_action_space, terminal_on_life_loss, grayscale, max_episode_frames'):
+                                       'full_action_space, terminal_on_life_loss, grayscale, max_episode_frames, '
+                                       'frame_stack'):
     environments.environment_constructor('atari/pong', 1, sticky=True)
+
+
+def test_atari_noop_starts():
+  """Each game starts with n no-op frames, n uniform in [1, noop_max] drawn from RandomState(seed) after ALE's seed
+  (reference impala.md 13.3: "up to 30 no-ops"); noop_max = 0 starts at once; a new game draws a new n."""
+  counts = []
+  for seed in range(6):
+    env = environments.create_environment('atari/pong', seed, width=42, height=42)
+    env.initial()
+    random_state = np.random.RandomState(seed)
+    random_state.randint(0, 2 ** 31 - 1)
+    assert env.episode_frame_number == random_state.randint(1, 31)
+    counts.append(env.episode_frame_number)
+  assert min(counts) >= 1 and max(counts) <= 30 and len(set(counts)) >= 4
+  env = environments.create_environment('atari/pong', 0, width=42, height=42, noop_max=0)
+  env.initial()
+  assert env.episode_frame_number == 0
+  env = environments.create_environment('atari/breakout', 3, True, width=42, height=42, noop_max=7)
+  env.initial()
+  random_state = np.random.RandomState(3)
+  random_state.randint(0, 2 ** 31 - 1)
+  assert env.episode_frame_number == random_state.randint(1, 8)
+  rng, done = np.random.RandomState(0), False
+  while not done:  # A whole game (test mode), then the next one starts with its no-op start.
+    _, done, _ = env.step(rng.randint(env.num_actions))
+  assert env.episode_frame_number == random_state.randint(1, 8)
+
+
+class _ReferenceAtari:
+  """The documented preprocessing re-done on a raw ALE, frame by frame (an independent reference):
+  a game starts with RandomState(seed) no-ops; a step repeats the action up to 4 frames, stopping at a lost life
+  (training) or a game over; the frame is the luma (BT.601) of the max of the step's last two screens, area-averaged
+  in float64 (`_reference_frame`); the observation is the last 4 frames, oldest first, refilled with the first frame
+  at every episode start."""
+
+  def __init__(self, game, seed, terminal_on_life_loss, size=42, stack=4):
+    self.ale, _ = _raw_ale(game, seed)
+    self.random_state = np.random.RandomState(seed)
+    self.random_state.randint(0, 2 ** 31 - 1)  # ALE's seed, drawn first.
+    self.actions = self.ale.getMinimalActionSet()
+    self.terminal_on_life_loss, self.size, self.stack_size = terminal_on_life_loss, size, stack
+    self.frames = []
+
+  def _grey(self, screens):
+    rgb = _reference_frame(screens, self.size, self.size)
+    return rgb @ np.array([0.299, 0.587, 0.114])
+
+  def _start_episode(self, frame):
+    self.frames = [frame] * self.stack_size
+
+  def new_game(self):
+    from ale_py import Action  # pylint: disable=g-import-not-at-top
+    self.ale.reset_game()
+    for _ in range(self.random_state.randint(1, 31)):
+      self.ale.act(Action.NOOP)
+    self.lives = self.ale.lives()
+    self._start_episode(self._grey([self.ale.getScreenRGB()]))
+    return np.stack(self.frames, axis=-1)
+
+  def step(self, action):
+    reward, screens, life_lost = 0., [], False
+    for _ in range(4):
+      reward += self.ale.act(self.actions[action])
+      screens.append(self.ale.getScreenRGB())
+      life_lost = self.terminal_on_life_loss and self.ale.lives() < self.lives
+      self.lives = self.ale.lives()
+      if life_lost or self.ale.game_over():
+        break
+    if self.ale.game_over():
+      return reward, True, self.new_game()
+    frame = self._grey(screens[-2:])
+    if life_lost:
+      self._start_episode(frame)
+    else:
+      self.frames = self.frames[1:] + [frame]
+    return reward, life_lost, np.stack(self.frames, axis=-1)
+
+
+@pytest.mark.parametrize('game, is_test, num_steps', [('pong', False, 150), ('breakout', False, 400),
+                                                       ('breakout', True, 400)])
+def test_atari_grey_frame_stack_against_the_emulator_frame_by_frame(game, is_test, num_steps):
+  """Grey 4-frame stacks, max-pool, rewards and episode ends against `_ReferenceAtari` on the same emulator: Pong,
+  and Breakout through lost lives (training: each ends an episode and refills the stack; test mode: whole games)."""
+  env = environments.create_environment(f'atari/{game}', 5, is_test, width=42, height=42, grayscale=True,
+                                        frame_stack=4)
+  reference = _ReferenceAtari(game, 5, terminal_on_life_loss=not is_test)
+  observation, _ = env.initial()
+  expected = reference.new_game()
+  assert observation.shape == (42, 42, 4) and observation.dtype == np.uint8
+  assert np.abs(observation - expected).max() <= 1
+  assert (observation == observation[..., :1]).all()  # The first observation: its frame 4 times.
+  rng = np.random.RandomState(0)
+  dones, lives_lost, games_over, pooled_differs = 0, 0, 0, False
+  for _ in range(num_steps):
+    action = rng.randint(env.num_actions)
+    lives = reference.ale.lives()
+    reward, done, (observation, _) = env.step(action)
+    expected_reward, expected_done, expected = reference.step(action)
+    assert reward == expected_reward and done == expected_done
+    assert np.abs(observation - expected).max() <= 1
+    if not done:
+      pooled_differs |= np.abs(reference._grey(reference.ale.getScreenRGB()[None]) - expected[..., -1]).max() > 1
+    dones += done
+    lives_lost += reference.ale.lives() != lives  # A lost life, or a game over and a new game.
+    games_over += reference.ale.lives() > lives
+  assert pooled_differs or game == 'breakout'  # Pong's ball and paddles move between frames: the max-pool mattered.
+  if game == 'breakout':
+    assert games_over >= 1  # Past a game over: a new game with its own no-op start.
+    assert dones == (games_over if is_test else lives_lost) and lives_lost >= 5 * games_over
 
 
 # --------------------------------------------------------------------------------------------------------------------

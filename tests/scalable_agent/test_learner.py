@@ -10,6 +10,7 @@ from scalable_agent import agent as agent_lib
 from scalable_agent import environments
 from scalable_agent import experiment
 from scalable_agent import learner as learner_lib
+from scalable_agent import networks
 
 NUM_ACTIONS = 5
 UNROLL_LENGTH = 3  # T: the batch carries T + 1 steps.
@@ -153,6 +154,43 @@ def test_one_step_matches_numpy_loss_and_rmsprop_update():
   assert num_sparse == 1  # The instruction embedding gets TF1's sparse update.
 
 
+def test_global_norm_gradient_clipping_matches_numpy():
+  """learner.gradient_clipping = c scales the gradients by c / max(c, n), n their global norm computed here in NumPy
+  (sqrt of the sum of all squared entries). With RMSProp decay 1 the mean square stays 1, so the first update's
+  momentum slot is lr g / sqrt(1 + epsilon): it gives back the (clipped) gradient g of each variable."""
+  batch = _batch(seed=2)
+  learning_rate, epsilon = 0.01, 0.1
+
+  def one_step(gradient_clipping):
+    tf.random.set_seed(7)  # The same initial agent in every call (the shallow expert: quick to trace).
+    agent = networks.FeedForwardAgent(NUM_ACTIONS, (72, 96, 3))
+    initial = [v.numpy() for v in agent.trainable_variables]
+    learner = learner_lib.Learner(agent, learning_rate=learning_rate, decay=1., momentum=0., epsilon=epsilon,
+                                  total_environment_frames=1000, gradient_clipping=gradient_clipping)
+    metrics = {k: v.numpy() for k, v in learner.step(*batch).items()}
+    gradients = [learner.optimizer.slots_for(v)[1].numpy().astype(np.float64) * np.sqrt(1. + epsilon) /
+                 learning_rate for v in agent.trainable_variables]
+    return metrics, gradients, initial
+
+  metrics, gradients, initial = one_step(0.)  # Off (the original): no clipping and no gradient_norm metric.
+  assert 'gradient_norm' not in metrics
+  norm = np.sqrt(sum(np.sum(g ** 2) for g in gradients))
+  assert norm > 0
+
+  for clip, scale in ((10. * norm, 1.), (norm / 4., .25)):
+    clipped_metrics, clipped, clipped_initial = one_step(clip)
+    for a, b in zip(initial, clipped_initial):
+      np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(clipped_metrics['gradient_norm'], norm, rtol=1e-4)  # The norm before clipping.
+    for g, g_clipped in zip(gradients, clipped):
+      np.testing.assert_allclose(g_clipped, scale * g, rtol=1e-4, atol=1e-6 * norm)
+    np.testing.assert_allclose(np.sqrt(sum(np.sum(g ** 2) for g in clipped)), min(clip, norm), rtol=1e-4)
+    np.testing.assert_allclose(clipped_metrics['total_loss'], metrics['total_loss'], rtol=1e-6)
+
+  with pytest.raises(ValueError, match=r'gradient_clipping must be >= 0 \(0: off\), got -1.0'):
+    learner_lib.Learner(agent_lib.Agent(NUM_ACTIONS), gradient_clipping=-1.)
+
+
 def test_train_step_is_traced_once():
   agent = agent_lib.Agent(NUM_ACTIONS)
   learner = learner_lib.Learner(agent)
@@ -243,7 +281,9 @@ def test_defaults_are_the_original_flags():
   """The learner's hyper-parameters have the names and defaults of the original flags (experiment.experiment)."""
   flags = inspect.signature(experiment.experiment).parameters
   learner_parameters = inspect.signature(learner_lib.Learner.__init__).parameters
-  names = [n for n in learner_parameters if n not in ('self', 'agent', 'name')]
+  # gradient_clipping is not an original flag (the paper's Atari setting, gin learner.gradient_clipping): off.
+  names = [n for n in learner_parameters if n not in ('self', 'agent', 'name', 'gradient_clipping')]
   assert set(names) <= set(flags)
   for name in names:
     assert learner_parameters[name].default == flags[name].default, name
+  assert learner_parameters['gradient_clipping'].default == 0.

@@ -1,0 +1,226 @@
+r"""The Atari learning run of issue 19 (the paper's shallow expert on Pong, or Breakout), in the background,
+resumable across sessions, and its learning curve (frames and training wall time) written to docs/.
+
+  python scripts/atari_learning_run.py start  [--game pong] [--logdir runs/impala_atari_pong] [--nice 10]
+  python scripts/atari_learning_run.py pause | resume | stop | status   [--game ...] [--logdir ...]
+  python scripts/atari_learning_run.py curve  [--game pong] [--target 18] [--window 100]
+
+start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `--level_name=atari/GAME` for another
+        game than Pong) detached from this terminal, under `nice`, its output appended to LOGDIR.control/train.log
+        and its process id in LOGDIR.control/train.pid. Run it again after a stop, a crash or a reboot: training resumes from the
+        latest checkpoint (written every 10 minutes and on stop) with its frame counter and learning-rate decay.
+pause   stops every process of the run (SIGSTOP to its process group; e.g. while benchmarking), resume continues it
+        (SIGCONT); both are logged in LOGDIR.control/pauses.log so that paused time does not count as training time.
+stop    Ctrl-C for the learner (SIGINT): it writes a checkpoint and stops its actors.
+status  running / paused / stopped, frames of the latest checkpoint, the latest windowed mean return.
+curve   reads the run's TensorBoard episode returns and writes docs/impala_atari_GAME_curve.csv (one row per
+        episode: frames, training hours, return, mean of the last `window` episodes) and ..._curve.png; prints the
+        frames and training hours at which the windowed mean first reached `target`. Training hours add up the
+        sessions (each events file is one) minus the logged pauses. For a score as the paper reports it (whole
+        games, up to 30 no-ops, sampled actions) run `python run_eval.py configs/impala_atari.gin --train_dir
+        LOGDIR` (30 games; test_results-<frames>.json and LOGDIR/test/ in TensorBoard).
+
+The paper's expert reaches 20.40 on Pong at 200M frames (Table C.1); the target of issue 19 is a windowed mean of
++18 from the start's -21.
+"""
+
+import argparse
+import csv
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
+
+import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+CONFIG = 'configs/impala_atari.gin'
+
+
+def _paths(args):
+  """(run directory, pid file, pauses log). This script's files live beside the run directory, in
+  `<logdir>.control/`: the launcher refuses a first run in a directory that already holds files."""
+  logdir = os.path.abspath(args.logdir or os.path.join(REPO_ROOT, 'runs', f'impala_atari_{args.game}'))
+  control = logdir + '.control'
+  os.makedirs(control, exist_ok=True)
+  return logdir, os.path.join(control, 'train.pid'), os.path.join(control, 'pauses.log')
+
+
+def _running_pid(pid_path):
+  """The run's process id if it is alive, else None."""
+  try:
+    with open(pid_path) as f:
+      pid = int(f.read().strip())
+    os.kill(pid, 0)
+    return pid
+  except (OSError, ValueError):
+    return None
+
+
+def _is_paused(pid):
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] == 'T'
+  except OSError:
+    return False
+
+
+def start(args):
+  logdir, pid_path, _ = _paths(args)
+  if _running_pid(pid_path):
+    print(f'the run in {logdir} is already running (pid {_running_pid(pid_path)}).', file=sys.stderr)
+    return 2
+  log_path = os.path.join(os.path.dirname(pid_path), 'train.log')
+  command = ['nice', '-n', str(args.nice), sys.executable, os.path.join(REPO_ROOT, 'run_train.py'),
+             os.path.join(REPO_ROOT, CONFIG), '--train_dir', logdir]
+  if args.game != 'pong':
+    command.append(f'--level_name=atari/{args.game}')
+  with open(log_path, 'a') as log:
+    log.write(f'\n=== {time.strftime("%Y-%m-%d %H:%M:%S")} start: {" ".join(command)}\n')
+    log.flush()
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+  with open(pid_path, 'w') as f:
+    f.write(str(process.pid))
+  print(f'started pid {process.pid}: {" ".join(command)}\nlog: {log_path}')
+  return 0
+
+
+def _signal_group(args, sig, label):
+  logdir, pid_path, pauses_path = _paths(args)
+  pid = _running_pid(pid_path)
+  if pid is None:
+    print(f'no running run in {logdir}.', file=sys.stderr)
+    return 2
+  os.killpg(os.getpgid(pid), sig)
+  with open(pauses_path, 'a') as f:
+    f.write(f'{label} {time.time():.3f}\n')
+  print(f'{label}: process group of {pid}')
+  return 0
+
+
+def stop(args):
+  logdir, pid_path, _ = _paths(args)
+  pid = _running_pid(pid_path)
+  if pid is None:
+    print(f'no running run in {logdir}.', file=sys.stderr)
+    return 2
+  if _is_paused(pid):
+    _signal_group(args, signal.SIGCONT, 'resume')
+  os.kill(pid, signal.SIGINT)  # The learner writes its checkpoint, then closes its actors' processes.
+  for _ in range(600):
+    if _running_pid(pid_path) is None:
+      print(f'stopped ({logdir}); `start` resumes it.')
+      return 0
+    time.sleep(1.)
+  print(f'pid {pid} is still running after 10 minutes.', file=sys.stderr)
+  return 1
+
+
+def _pause_intervals(pauses_path):
+  """[(paused_at, resumed_at)] from pauses.log (an open pause lasts until now)."""
+  intervals, paused_at = [], None
+  if os.path.exists(pauses_path):
+    with open(pauses_path) as f:
+      for line in f:
+        label, stamp = line.split()
+        if label == 'pause' and paused_at is None:
+          paused_at = float(stamp)
+        elif label == 'resume' and paused_at is not None:
+          intervals.append((paused_at, float(stamp)))
+          paused_at = None
+  if paused_at is not None:
+    intervals.append((paused_at, time.time()))
+  return intervals
+
+
+def training_hours(logdir, pauses_path, points):
+  """Training hours at each point (wall_time, step, value): sessions (events files) added up, pauses removed."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (slow import: only when reading)
+  sessions = []
+  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
+    times = [event.wall_time for event in tf.compat.v1.train.summary_iterator(path)]
+    if times:
+      sessions.append((min(times), max(times)))
+  sessions.sort()
+  pauses = _pause_intervals(pauses_path)
+
+  def active(t0, t1):
+    paused = sum(max(0., min(t1, b) - max(t0, a)) for a, b in pauses)
+    return max(t1 - t0 - paused, 0.)
+
+  hours = []
+  for wall_time, _, _ in points:
+    seconds = 0.
+    for begin, end in sessions:
+      if wall_time >= begin:
+        seconds += active(begin, min(end, wall_time))
+    hours.append(seconds / 3600.)
+  return hours
+
+
+def curve(args):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  logdir, _, pauses_path = _paths(args)
+  tag = f'atari/{args.game}/episode_return'
+  _, points = plot_learning_curve.read_scalars(logdir, tag)
+  hours = training_hours(logdir, pauses_path, points)
+  frames = np.array([p[1] for p in points], np.float64)
+  returns = np.array([p[2] for p in points], np.float64)
+  mean = plot_learning_curve.windowed_mean(returns, args.window)
+  output = os.path.join(REPO_ROOT, 'docs', f'impala_atari_{args.game}_curve')
+  with open(output + '.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
+    for row in zip(frames, hours, returns, mean):
+      writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
+  full = np.arange(len(mean)) >= args.window - 1
+  reached = np.nonzero(full & (mean >= args.target))[0]
+  if len(reached):
+    i = reached[0]
+    summary = (f'mean of the last {args.window} >= {args.target:g} at {frames[i]:.0f} frames, '
+               f'{hours[i]:.1f} training hours')
+  else:
+    summary = f'{args.target:g} not reached yet'
+  summary += (f'; latest mean {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, '
+              f'{hours[-1]:.1f} h)')
+  print(summary)
+  plot_learning_curve.draw(frames, returns, mean, args.window, args.target, f'{args.game}: {summary}',
+                           output + '.png')
+  print(f'wrote {output}.csv and {output}.png')
+  return 0
+
+
+def status(args):
+  logdir, pid_path, _ = _paths(args)
+  pid = _running_pid(pid_path)
+  state = 'stopped' if pid is None else ('paused' if _is_paused(pid) else 'running')
+  checkpoints = sorted(glob.glob(os.path.join(logdir, 'model.ckpt-*.index')),
+                       key=lambda p: int(p.rsplit('-', 1)[1].split('.')[0]))
+  latest = checkpoints[-1].rsplit('-', 1)[1].split('.')[0] if checkpoints else 'none'
+  print(f'{logdir}: {state}' + (f' (pid {pid})' if pid else '') + f'; latest checkpoint at {latest} frames')
+  return 0
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('command', choices=['start', 'pause', 'resume', 'stop', 'status', 'curve'])
+  parser.add_argument('--game', default='pong', help='ale-py ROM id: pong, breakout, ...')
+  parser.add_argument('--logdir', default=None, help='run directory (default runs/impala_atari_GAME)')
+  parser.add_argument('--nice', type=int, default=10, help='start: niceness of the run')
+  parser.add_argument('--target', type=float, default=18., help='curve: the windowed mean to reach')
+  parser.add_argument('--window', type=int, default=100, help='curve: episodes in the moving mean')
+  args = parser.parse_args(argv)
+  if args.command == 'pause':
+    return _signal_group(args, signal.SIGSTOP, 'pause')
+  if args.command == 'resume':
+    return _signal_group(args, signal.SIGCONT, 'resume')
+  return {'start': start, 'stop': stop, 'status': status, 'curve': curve}[args.command](args)
+
+
+if __name__ == '__main__':
+  sys.exit(main())
