@@ -422,7 +422,7 @@ def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
       'run_train: error: num_actors must be >= 1, got 0 (experiment.num_actors, --num_actors).']
   assert not run_dir.exists()
   result = second_training_then_signal(args, 'Episode return', signal.SIGINT)
-  stopped = re.search(r'SIGINT: stopped at (\d+) environment frames of 1000000', result.err)
+  stopped = re.search(r'Interrupted at (\d+) environment frames of 1000000 \(SIGINT\)', result.err)
   assert stopped, result
   frames = int(stopped.group(1))
   assert frames > 0 and checkpoints_in(run_dir) == [0, frames]
