@@ -353,46 +353,62 @@ def test_hiro_sigterm_second_training_lost_index_and_continuation(tmp_path):
   assert tf.train.latest_checkpoint(str(run_dir)).endswith(f'model.ckpt-{step + 50}')
 
 
-def test_run_eval_reads_a_full_training_checkpoint(hiro_run):
-  """run_eval.py --checkpoint_path on a full training checkpoint evaluates its policy (before: refused, pointing to
-  an --allow_extra flag run_eval does not have)."""
-  eval_dir = hiro_run['root'] / 'eval_full'
-  code, out, err = launch('eval', hiro_run['args'] + episodes(2) + [
-      '--train_dir', str(hiro_run['dir']), '--eval_dir', str(eval_dir), '--checkpoint_path',
-      str(hiro_run['dir'] / 'model.ckpt-200'), '--gin_param', 'evaluate.num_episodes_eval = 1',
-      '--gin_param', "evaluate.eval_modes = ['eval1']", '--gin_param', 'evaluate.max_steps_per_episode = 10',
-      '--gin_param', 'evaluate.num_threads = 1'])
-  assert code == 0, err
-  assert f'Evaluation of {hiro_run["dir"]}/model.ckpt-200 (global step 200)' in out
-  rows = json.loads((eval_dir / 'results.json').read_text())
-  assert [(row['step'], row['checkpoint']) for row in rows] == [(200, str(hiro_run['dir'] / 'model.ckpt-200'))]
-
-
-def test_policy_from_a_full_checkpoint_is_the_policy_checkpoint_of_its_step(hiro_run):
-  """The policy run_eval reads from full checkpoint 200 is the one training wrote to policy/model.ckpt-200."""
+def _hiro_policy(hiro_run):
+  """Fresh policy variables of the fixture's configuration (`uvf.train.build_agents`): ((uvf_agent, meta_agent,
+  state_preprocess), counters, {TF1 name: variable})."""
   from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
   from uvf import representation  # pylint: disable=g-import-not-at-top
   from uvf import train as train_lib  # pylint: disable=g-import-not-at-top
   from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top
   launcher.register_configurables()
   launcher.parse_gin([REPO / 'configs' / 'ant_maze.gin'], [a for a in hiro_run['args'][1:] if a != '--gin_param'])
+  meta, uvf_agent, state_preprocess, _ = train_lib.build_agents(
+      create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
+      representation.InverseDynamics)
+  counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
+  return ((uvf_agent, meta, state_preprocess), counters,
+          train_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
 
-  def policy():
-    meta, uvf_agent, state_preprocess, _ = train_lib.build_agents(
-        create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
-        representation.InverseDynamics)
-    counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
-    return (uvf_agent, meta, state_preprocess, counters,
-            train_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
 
-  *parts, counters, from_full = policy()
+def test_policy_from_a_full_checkpoint_is_the_policy_checkpoint_of_its_step(hiro_run):
+  """The policy run_eval reads from full checkpoint 200 is the one training wrote to policy/model.ckpt-200."""
+  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
+  from uvf import train as train_lib  # pylint: disable=g-import-not-at-top
+  parts, counters, from_full = _hiro_policy(hiro_run)
   train_lib.restore_policy_from_full_checkpoint(str(hiro_run['dir'] / 'model.ckpt-200'), *parts, *counters)
-  *_, from_policy = policy()
+  _, _, from_policy = _hiro_policy(hiro_run)
   checkpoints.restore_policy(str(hiro_run['dir'] / 'policy' / 'model.ckpt-200'), from_policy)
   assert int(from_full['global_step'].numpy()) == 200
   for name, variable in from_policy.items():
     np.testing.assert_array_equal(from_full[name].numpy(), variable.numpy(), err_msg=name)
+
+
+def test_run_eval_reads_full_training_checkpoints(hiro_run):
+  """run_eval.py --checkpoint_path on a full training checkpoint, this port's or one in the original's TF1 layout
+  (policy names and training-only ones), evaluates its policy (before: refused, pointing to an --allow_extra flag
+  run_eval does not have). Both hold the policy of step 200: the same results (evaluation is seeded)."""
+  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
+  _, _, variables = _hiro_policy(hiro_run)
+  checkpoints.restore_policy(str(hiro_run['dir'] / 'policy' / 'model.ckpt-200'), variables)
+  tf1_full = hiro_run['root'] / 'original' / 'model.ckpt-200'
+  checkpoints.export_tf1_policy(dict(variables, **{
+      'uvf_agent/critic_net/states/states_1/weights/Adam': tf.zeros([45, 400]), 'num_updates': tf.constant(7)}),
+                                str(tf1_full))
+  assert checkpoints.checkpoint_kind(str(tf1_full)) == checkpoints.KIND_FULL_TF1
+  assert checkpoints.checkpoint_kind(str(hiro_run['dir'] / 'model.ckpt-200')) == checkpoints.KIND_FULL
+  eval_dir = hiro_run['root'] / 'eval_full'
+  for path in (hiro_run['dir'] / 'model.ckpt-200', tf1_full):
+    code, out, err = launch('eval', hiro_run['args'] + episodes(2) + [
+        '--train_dir', str(hiro_run['dir']), '--eval_dir', str(eval_dir), '--checkpoint_path', str(path),
+        '--gin_param', 'evaluate.num_episodes_eval = 2', '--gin_param', "evaluate.eval_modes = ['eval1']",
+        '--gin_param', 'evaluate.max_steps_per_episode = 10', '--gin_param', 'evaluate.num_threads = 1'])
+    assert code == 0, err
+    assert f'Evaluation of {path} (global step 200)' in out
+  rows = json.loads((eval_dir / 'results.json').read_text())
+  assert [(row['step'], row['checkpoint']) for row in rows] == [(200, str(hiro_run['dir'] / 'model.ckpt-200')),
+                                                                (200, str(tf1_full))]
+  for key in ('success_rate', 'mean_reward', 'mean_meta_reward', 'mean_final_distance'):
+    assert rows[0][key] == rows[1][key], key
 
 
 def test_export_tf1_policy_keeps_file_system_urls():
