@@ -613,3 +613,22 @@ def test_impala_resumes_an_original_tf1_checkpoint(tmp_path):
   assert int(other.num_environment_frames.numpy()) == 1280
   for name, value in checkpoints.tf1_variable_map(other_agent, other.optimizer).items():
     np.testing.assert_array_equal(value.numpy(), expected[name], err_msg=name)
+
+
+def test_an_actor_reports_non_finite_logits(tmp_path):
+  """An agent whose parameters diverged (NaN): the actor says its logits are non-finite instead of passing the
+  action sampled from them to the environment (before: "action must be an integer index in [0, 4); got 4")."""
+  from scalable_agent import environments  # pylint: disable=g-import-not-at-top
+  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
+  from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
+  settings, agent, _ = _impala_learner()
+  for variable in agent.trainable_variables:
+    variable.assign(tf.fill(variable.shape, np.nan))
+  constructor = environments.environment_constructor(settings.level_name, seed=1, width=12, height=12,
+                                                      num_action_repeats=1)
+  policy = tf.function(agent.__call__)
+  actor = experiment.Actor(settings.level_name, environments.FlowEnvironment(
+      constructor.env_type(**constructor.kwargs)), lambda *args: tf.nest.map_structure(np.asarray, policy(*args)),
+                           3, experiment.initial_agent_state(), experiment.initial_agent_output(agent.num_actions))
+  with pytest.raises(learner_lib.NonFiniteError, match=r"the policy's logits are non-finite \(\[nan, nan"):
+    actor.unroll()
