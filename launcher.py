@@ -375,11 +375,29 @@ CONTINUATION_PARAMS = (
     'experiment.total_environment_frames', 'experiment.checkpoint_interval_s')
 # IMPALA's learning rate decays linearly to 0 at total_environment_frames: a new total changes the decay's horizon.
 _DECAY_HORIZON_PARAM = 'experiment.total_environment_frames'
+# Bindings that do not make another configuration.
+_NOT_CONFIGURATION = frozenset({f'evaluate.{name}' for name in _EVAL_SELECTION_PARAMS} | set(CONTINUATION_PARAMS))
+
+
+def _bindings(manifest: dict) -> List[Tuple[str, str]]:
+  """The bindings of a manifest's gin config (`gin.config_str()`) as (name, value) pairs, without its section
+  comments; a long value that gin continued on indented lines is joined into one."""
+  bindings = []
+  for line in manifest.get('gin_config', '').splitlines():
+    if not line.strip() or line.startswith('#'):
+      continue
+    if line[:1].isspace() and bindings:  # the continuation of the previous binding's value
+      name, value = bindings[-1]
+      bindings[-1] = (name, (value.rstrip('\\').rstrip() + ' ' + line.strip()).strip())
+    else:
+      name, _, value = line.partition('=')
+      bindings.append((name.strip(), value.strip()))
+  return bindings
 
 
 def _config_lines(manifest: dict) -> List[str]:
-  """The binding lines of a manifest's gin config (`gin.config_str()`), without its section comments."""
-  return [line for line in manifest.get('gin_config', '').splitlines() if line.strip() and not line.startswith('#')]
+  """The bindings of a manifest's gin config, one 'name = value' line each."""
+  return [f'{name} = {value}' for name, value in _bindings(manifest)]
 
 
 def _binding_name(line: str) -> str:
@@ -387,17 +405,13 @@ def _binding_name(line: str) -> str:
 
 
 def _manifest_key(manifest: dict) -> Tuple[str, str]:
-  ignored = {f'evaluate.{name}' for name in _EVAL_SELECTION_PARAMS} | set(CONTINUATION_PARAMS)
-  config = '\n'.join(line for line in manifest.get('gin_config', '').splitlines()
-                     if _binding_name(line) not in ignored)
+  config = '\n'.join(f'{name} = {value}' for name, value in _bindings(manifest) if name not in _NOT_CONFIGURATION)
   return manifest.get('system', ''), config
 
 
 def continued_settings(old: dict, new: dict) -> List[str]:
   """The `CONTINUATION_PARAMS` whose values differ between two manifests, as 'name: old -> new' lines."""
-  def values(manifest):
-    return {_binding_name(line): line.split('=', 1)[1].strip() for line in _config_lines(manifest) if '=' in line}
-  before, after = values(old), values(new)
+  before, after = dict(_bindings(old)), dict(_bindings(new))
   changes = []
   for name in CONTINUATION_PARAMS:
     if before.get(name) != after.get(name):
@@ -449,12 +463,13 @@ def check_run_dir(run_dir: Path, manifest: dict) -> bool:
     diff = list(difflib.unified_diff(_config_lines(old), _config_lines(manifest), 'existing run', 'this run', n=0,
                                      lineterm=''))
     shown = [line for line in diff if line[:1] in '+-' and line[:3] not in ('+++', '---')
-             and _binding_name(line[1:]) not in CONTINUATION_PARAMS]
+             and _binding_name(line[1:]) not in _NOT_CONFIGURATION]
     more = f'\n  ... and {len(shown) - 12} more lines' if len(shown) > 12 else ''
     detail = 'its configuration differs:\n' + '\n'.join('  ' + line for line in shown[:12]) + more
   raise LaunchError(f'{run_dir} holds a run of another configuration ({old.get("config_name", "?")}); {detail}\n'
                     f'Nothing was changed. Use another --train_dir, or rerun with exactly that run\'s configuration '
-                    f'to resume it (only {", ".join(CONTINUATION_PARAMS)} may differ).')
+                    f'to resume it (only its length and its logging and checkpoint intervals may differ: '
+                    f'launcher.CONTINUATION_PARAMS).')
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> bool:

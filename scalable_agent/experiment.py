@@ -719,7 +719,8 @@ class LearnerProgress:
     if not losses and not tensors:
       return
     parts = ([', '.join(losses)] if losses else []) + (
-        [f'non-finite after its update (their gradients were): {", ".join(tensors[:6])}' +
+        [f'non-finite after its update (a non-finite gradient, or an update that overflowed): '
+         f'{", ".join(tensors[:6])}' +
          (f' and {len(tensors) - 6} more' if len(tensors) > 6 else '')] if tensors else [])
     raise learner_lib.NonFiniteError(
         f'learner step {self._steps} of this run (from {self.frames} environment frames) produced non-finite '
@@ -745,8 +746,8 @@ class LearnerProgress:
                     'written; the last is %s.', frames, self._manager.latest_checkpoint)
       return
     path = self._save()
-    logging.warning('%s: stopped at %d environment frames of %d. Checkpoint: %s', reason, frames,
-                    self._settings.total_environment_frames, path)
+    logging.warning('Interrupted at %d environment frames of %d (%s). Checkpoint: %s', frames,
+                    self._settings.total_environment_frames, reason, path)
 
   def close(self):
     if self.summaries is not None:

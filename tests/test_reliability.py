@@ -353,46 +353,62 @@ def test_hiro_sigterm_second_training_lost_index_and_continuation(tmp_path):
   assert tf.train.latest_checkpoint(str(run_dir)).endswith(f'model.ckpt-{step + 50}')
 
 
-def test_run_eval_reads_a_full_training_checkpoint(hiro_run):
-  """run_eval.py --checkpoint_path on a full training checkpoint evaluates its policy (before: refused, pointing to
-  an --allow_extra flag run_eval does not have)."""
-  eval_dir = hiro_run['root'] / 'eval_full'
-  code, out, err = launch('eval', hiro_run['args'] + episodes(2) + [
-      '--train_dir', str(hiro_run['dir']), '--eval_dir', str(eval_dir), '--checkpoint_path',
-      str(hiro_run['dir'] / 'model.ckpt-200'), '--gin_param', 'evaluate.num_episodes_eval = 1',
-      '--gin_param', "evaluate.eval_modes = ['eval1']", '--gin_param', 'evaluate.max_steps_per_episode = 10',
-      '--gin_param', 'evaluate.num_threads = 1'])
-  assert code == 0, err
-  assert f'Evaluation of {hiro_run["dir"]}/model.ckpt-200 (global step 200)' in out
-  rows = json.loads((eval_dir / 'results.json').read_text())
-  assert [(row['step'], row['checkpoint']) for row in rows] == [(200, str(hiro_run['dir'] / 'model.ckpt-200'))]
-
-
-def test_policy_from_a_full_checkpoint_is_the_policy_checkpoint_of_its_step(hiro_run):
-  """The policy run_eval reads from full checkpoint 200 is the one training wrote to policy/model.ckpt-200."""
+def _hiro_policy(hiro_run):
+  """Fresh policy variables of the fixture's configuration (`uvf.train.build_agents`): ((uvf_agent, meta_agent,
+  state_preprocess), counters, {TF1 name: variable})."""
   from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
   from uvf import representation  # pylint: disable=g-import-not-at-top
   from uvf import train as train_lib  # pylint: disable=g-import-not-at-top
   from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top
   launcher.register_configurables()
   launcher.parse_gin([REPO / 'configs' / 'ant_maze.gin'], [a for a in hiro_run['args'][1:] if a != '--gin_param'])
+  meta, uvf_agent, state_preprocess, _ = train_lib.build_agents(
+      create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
+      representation.InverseDynamics)
+  counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
+  return ((uvf_agent, meta, state_preprocess), counters,
+          train_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
 
-  def policy():
-    meta, uvf_agent, state_preprocess, _ = train_lib.build_agents(
-        create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
-        representation.InverseDynamics)
-    counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
-    return (uvf_agent, meta, state_preprocess, counters,
-            train_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
 
-  *parts, counters, from_full = policy()
+def test_policy_from_a_full_checkpoint_is_the_policy_checkpoint_of_its_step(hiro_run):
+  """The policy run_eval reads from full checkpoint 200 is the one training wrote to policy/model.ckpt-200."""
+  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
+  from uvf import train as train_lib  # pylint: disable=g-import-not-at-top
+  parts, counters, from_full = _hiro_policy(hiro_run)
   train_lib.restore_policy_from_full_checkpoint(str(hiro_run['dir'] / 'model.ckpt-200'), *parts, *counters)
-  *_, from_policy = policy()
+  _, _, from_policy = _hiro_policy(hiro_run)
   checkpoints.restore_policy(str(hiro_run['dir'] / 'policy' / 'model.ckpt-200'), from_policy)
   assert int(from_full['global_step'].numpy()) == 200
   for name, variable in from_policy.items():
     np.testing.assert_array_equal(from_full[name].numpy(), variable.numpy(), err_msg=name)
+
+
+def test_run_eval_reads_full_training_checkpoints(hiro_run):
+  """run_eval.py --checkpoint_path on a full training checkpoint, this port's or one in the original's TF1 layout
+  (policy names and training-only ones), evaluates its policy (before: refused, pointing to an --allow_extra flag
+  run_eval does not have). Both hold the policy of step 200: the same results (evaluation is seeded)."""
+  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
+  _, _, variables = _hiro_policy(hiro_run)
+  checkpoints.restore_policy(str(hiro_run['dir'] / 'policy' / 'model.ckpt-200'), variables)
+  tf1_full = hiro_run['root'] / 'original' / 'model.ckpt-200'
+  checkpoints.export_tf1_policy(dict(variables, **{
+      'uvf_agent/critic_net/states/states_1/weights/Adam': tf.zeros([45, 400]), 'num_updates': tf.constant(7)}),
+                                str(tf1_full))
+  assert checkpoints.checkpoint_kind(str(tf1_full)) == checkpoints.KIND_FULL_TF1
+  assert checkpoints.checkpoint_kind(str(hiro_run['dir'] / 'model.ckpt-200')) == checkpoints.KIND_FULL
+  eval_dir = hiro_run['root'] / 'eval_full'
+  for path in (hiro_run['dir'] / 'model.ckpt-200', tf1_full):
+    code, out, err = launch('eval', hiro_run['args'] + episodes(2) + [
+        '--train_dir', str(hiro_run['dir']), '--eval_dir', str(eval_dir), '--checkpoint_path', str(path),
+        '--gin_param', 'evaluate.num_episodes_eval = 2', '--gin_param', "evaluate.eval_modes = ['eval1']",
+        '--gin_param', 'evaluate.max_steps_per_episode = 10', '--gin_param', 'evaluate.num_threads = 1'])
+    assert code == 0, err
+    assert f'Evaluation of {path} (global step 200)' in out
+  rows = json.loads((eval_dir / 'results.json').read_text())
+  assert [(row['step'], row['checkpoint']) for row in rows] == [(200, str(hiro_run['dir'] / 'model.ckpt-200')),
+                                                                (200, str(tf1_full))]
+  for key in ('success_rate', 'mean_reward', 'mean_meta_reward', 'mean_final_distance'):
+    assert rows[0][key] == rows[1][key], key
 
 
 def test_export_tf1_policy_keeps_file_system_urls():
@@ -422,7 +438,7 @@ def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
       'run_train: error: num_actors must be >= 1, got 0 (experiment.num_actors, --num_actors).']
   assert not run_dir.exists()
   result = second_training_then_signal(args, 'Episode return', signal.SIGINT)
-  stopped = re.search(r'SIGINT: stopped at (\d+) environment frames of 1000000', result.err)
+  stopped = re.search(r'Interrupted at (\d+) environment frames of 1000000 \(SIGINT\)', result.err)
   assert stopped, result
   frames = int(stopped.group(1))
   assert frames > 0 and checkpoints_in(run_dir) == [0, frames]
@@ -597,3 +613,22 @@ def test_impala_resumes_an_original_tf1_checkpoint(tmp_path):
   assert int(other.num_environment_frames.numpy()) == 1280
   for name, value in checkpoints.tf1_variable_map(other_agent, other.optimizer).items():
     np.testing.assert_array_equal(value.numpy(), expected[name], err_msg=name)
+
+
+def test_an_actor_reports_non_finite_logits(tmp_path):
+  """An agent whose parameters diverged (NaN): the actor says its logits are non-finite instead of passing the
+  action sampled from them to the environment (before: "action must be an integer index in [0, 4); got 4")."""
+  from scalable_agent import environments  # pylint: disable=g-import-not-at-top
+  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
+  from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
+  settings, agent, _ = _impala_learner()
+  for variable in agent.trainable_variables:
+    variable.assign(tf.fill(variable.shape, np.nan))
+  constructor = environments.environment_constructor(settings.level_name, seed=1, width=12, height=12,
+                                                      num_action_repeats=1)
+  policy = tf.function(agent.__call__)
+  actor = experiment.Actor(settings.level_name, environments.FlowEnvironment(
+      constructor.env_type(**constructor.kwargs)), lambda *args: tf.nest.map_structure(np.asarray, policy(*args)),
+                           3, experiment.initial_agent_state(), experiment.initial_agent_output(agent.num_actions))
+  with pytest.raises(learner_lib.NonFiniteError, match=r"the policy's logits are non-finite \(\[nan, nan"):
+    actor.unroll()

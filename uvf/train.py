@@ -970,10 +970,10 @@ class TrainingLoop(object):
                     (step - first_step) / max(self.timings['train'], 1e-9))
     self.save()
     self.writer.close()
+    _stop_request['signal'] = None  # honoured (or the run had ended anyway)
     if stopping:
-      _stop_request['signal'] = None
-      print(f'{stopping}: stopped at global step {step} of {self.max_number_of_steps}; the full checkpoint '
-            f'{self.manager.latest_checkpoint} is written: the same command resumes the run.', flush=True)
+      print(f'{stopping}: stopped at global step {step} of {self.max_number_of_steps}; full checkpoint '
+            f'{self.manager.latest_checkpoint} written.', flush=True)
     logging.info('Training finished at global step %d (%.1f s of training)', step, self.timings['train'])
     return step
 
