@@ -33,6 +33,9 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.join(REPO_ROOT, 'benchmarks'))
+
+import impala_throughput  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SF_COMMON = ['--env=atari_pong', '--device=cpu', '--with_wandb=False', '--with_vtrace=True',
              '--normalize_returns=False', '--async_rl=True', '--num_epochs=1', '--num_batches_per_epoch=1',
@@ -47,10 +50,6 @@ SF_NETWORKS = {
 _SF_REPORT = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\].*Total num frames: (\d+)\.')
 
 
-class _Done(Exception):
-  pass
-
-
 def measure_ours(num_actors, seconds):
   """Our single-machine training (configs/impala_atari.gin, num_actors actors) for ~seconds; returns frames/s."""
   import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
@@ -62,20 +61,7 @@ def measure_ours(num_actors, seconds):
                                       [f'experiment.num_actors = {num_actors}'])
   settings = experiment.Settings(**{name: experiment.bound_value(name)
                                     for name in experiment.Settings.__dataclass_fields__})
-  marks = []
-
-  def hook(unused_actor_threads, metrics):
-    marks.append((time.monotonic(), int(metrics['num_environment_frames'])))
-    if len(marks) >= 3 and marks[-1][0] - marks[1][0] >= seconds:
-      raise _Done()
-
-  with tempfile.TemporaryDirectory() as logdir:
-    try:
-      experiment.train(logdir, settings, step_hook=hook, checkpoint_interval_s=1e9)
-    except _Done:
-      pass
-  (t0, f0), (t1, f1) = marks[1], marks[-1]
-  return (f1 - f0) / (t1 - t0)
+  return impala_throughput.timed_training(settings, seconds)[0]
 
 
 def _run_ours(num_actors, seconds):

@@ -40,13 +40,8 @@ def _device(variable):
 
 def _time_steps(step, steps):
   """Median seconds of `steps` calls of `step` (each forced to finish), after one warm-up call."""
-  step()
-  times = []
-  for _ in range(steps):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
-  return float(np.median(times))
+  import impala_learner  # pylint: disable=g-import-not-at-top  (benchmarks/impala_learner.py)
+  return impala_learner._median_ms(step, steps, warmup=1) / 1e3  # pylint: disable=protected-access
 
 
 def impala_deep(steps, batch_size=32, unroll_length=100):
@@ -99,24 +94,10 @@ def hiro_updates(low_steps, meta_steps):
     loop = hiro_train_speed.build_loop(REPO_ROOT / 'configs' / 'ant_maze.gin', ['train_uvf.seed = 0'], train_dir)
     trainer = loop.trainer
     trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
-
-    @tf.function
-    def low_updates(n):
-      for _ in tf.range(n):
-        trainer._low_level_update()  # pylint: disable=protected-access
-
-    @tf.function
-    def meta_updates(n):
-      for _ in tf.range(n):
-        trainer._meta_level_update()  # pylint: disable=protected-access
-
     device = _device(trainer.global_step)
-    for name, fn, count in (('low-level TD3 update', low_updates, low_steps),
-                            ('meta update (off-policy correction)', meta_updates, meta_steps)):
-      fn(tf.constant(2, tf.int64))
-      start = time.perf_counter()
-      fn(tf.constant(count, tf.int64))
-      rate = count / (time.perf_counter() - start)
+    low_rate, meta_rate = hiro_train_speed.update_rates(trainer, low_steps, meta_steps)
+    for name, rate, count in (('low-level TD3 update', low_rate, low_steps),
+                              ('meta update (off-policy correction)', meta_rate, meta_steps)):
       rows.append((f'hiro {name}, ant_maze, batch 100', rate, 'updates/s', device, f'{count} in one tf.function'))
   return rows
 

@@ -59,6 +59,27 @@ def timed(fn, steps):
   return steps / (time.perf_counter() - start)
 
 
+def update_rates(trainer, low_count, meta_count):
+  """(low-level updates/s, meta updates/s): `low_count` compiled low-level TD3 updates in one tf.function call,
+  then `meta_count` meta updates (sampling, off-policy correction, update), each after a 2-update warm-up call."""
+
+  @tf.function
+  def low_updates(n):
+    for _ in tf.range(n):
+      trainer._low_level_update()  # pylint: disable=protected-access
+
+  @tf.function
+  def meta_updates(n):
+    for _ in tf.range(n):
+      trainer._meta_level_update()  # pylint: disable=protected-access
+
+  low_updates(tf.constant(2, tf.int64))
+  meta_updates(tf.constant(2, tf.int64))
+  low_rate = timed(lambda: low_updates(tf.constant(low_count, tf.int64)), low_count)
+  meta_rate = timed(lambda: meta_updates(tf.constant(meta_count, tf.int64)), meta_count)
+  return low_rate, meta_rate
+
+
 def full_loop_rate(loop, steps):
   """Env steps/s of `steps` (rounded to whole calls) iterations of the training loop as train_uvf runs them."""
   t = loop.trainer
@@ -128,21 +149,7 @@ def main():
 
     collect_rate = timed(lambda: t.collect_steps(tf.constant(steps, tf.int64)), steps)
 
-    @tf.function
-    def low_updates(n):
-      for _ in tf.range(n):
-        t._low_level_update()  # pylint: disable=protected-access
-
-    @tf.function
-    def meta_updates(n):
-      for _ in tf.range(n):
-        t._meta_level_update()  # pylint: disable=protected-access
-
-    low_updates(tf.constant(2, tf.int64))
-    meta_updates(tf.constant(2, tf.int64))
-    low_rate = timed(lambda: low_updates(tf.constant(steps, tf.int64)), steps)
-    meta_count = max(steps // 10, 10)
-    meta_rate = timed(lambda: meta_updates(tf.constant(meta_count, tf.int64)), meta_count)
+    low_rate, meta_rate = update_rates(t, steps, max(steps // 10, 10))
 
     step = int(t.global_step.numpy())
     t.run_steps(tf.constant(10, tf.int64), tf.constant(step, tf.int64))  # trace

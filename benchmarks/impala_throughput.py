@@ -54,8 +54,13 @@ def _rate(marks):
 def measure(num_actors, seconds, level_name):
   """Single-machine training with num_actors actors and batch num_actors for ~seconds; returns (frames/s, learner
   steps timed)."""
+  return timed_training(_settings(num_actors, level_name), seconds)
+
+
+def timed_training(settings, seconds):
+  """`experiment.train` under `settings` (in a temporary run directory) for ~seconds from its second learner step;
+  returns (frames/s from the second learner step to the last, learner steps timed)."""
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
-  settings = _settings(num_actors, level_name)
   marks = []
 
   def hook(unused_actor_threads, metrics):

@@ -19,6 +19,7 @@ blocks in the order [i, c, f, o], a bias [4·hidden], and a forget bias of 1.0 a
 """
 
 import collections
+import contextlib
 import math
 
 import sonnet as snt
@@ -231,6 +232,38 @@ class _Head(snt.Module):
     return AgentOutput(action, policy_logits, baseline)
 
 
+@contextlib.contextmanager
+def record_variables():
+  """`with record_variables() as created:` appends every tf.Variable created inside the block to the list
+  `created`, in creation order."""
+  created = []
+
+  def record(next_creator, **kwargs):
+    variable = next_creator(**kwargs)
+    created.append(variable)
+    return variable
+
+  with tf.variable_creator_scope(record):
+    yield created
+
+
+def agent_variable_names(module, variables):
+  """OrderedDict 'agent/<name under module's scope>' -> variable, in the given order: the TF1 checkpoint names
+  whatever name scope the module was built under ('agent/' or 'outer/agent/').
+
+  Raises:
+    ValueError: a variable outside the module's scope.
+  """
+  scope = module.name_scope.name
+  names = collections.OrderedDict()
+  for variable in variables:
+    name = variable.name[:-2] if variable.name.endswith(':0') else variable.name
+    if not name.startswith(scope):
+      raise ValueError(f'variable {variable.name} is not under the agent scope {scope!r}.')
+    names['agent/' + name[len(scope):]] = variable
+  return names
+
+
 def _merge_time_and_batch(x):
   """[T, B, ...] -> [T·B, ...] (snt.BatchApply)."""
   return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], axis=0))
@@ -254,25 +287,12 @@ class Agent(snt.RNNCore):
     if len(frame_shape) != 3 or min(frame_shape) < 1:
       raise ValueError(f'frame_shape must be (height, width, channels) of positive sizes, got {frame_shape}.')
     self._num_actions = num_actions
-    created = []
-
-    def record(next_creator, **kwargs):
-      variable = next_creator(**kwargs)
-      created.append(variable)
-      return variable
-
     # Creation order of the original: convnet, linear, embed, language_lstm, lstm_cell, policy_logits, baseline.
-    with tf.variable_creator_scope(record):
+    with record_variables() as created:
       self._torso = _Torso(num_actions, tuple(frame_shape))
       self._core = LSTMBlockCell(self._torso_output_size(), CORE_LSTM_SIZE, name='lstm_cell')
       self._head = _Head(num_actions)
-    scope = self.name_scope.name  # 'agent/', or 'outer/agent/' when built under another name scope.
-    self._tf1_variables = collections.OrderedDict()
-    for variable in created:
-      name = variable.name[:-2] if variable.name.endswith(':0') else variable.name
-      if not name.startswith(scope):
-        raise ValueError(f'variable {variable.name} is not under the agent scope {scope!r}.')
-      self._tf1_variables['agent/' + name[len(scope):]] = variable
+    self._tf1_variables = agent_variable_names(self, created)
 
   def _torso_output_size(self):
     return TORSO_SIZE + 1 + self._num_actions + INSTRUCTION_LSTM_SIZE

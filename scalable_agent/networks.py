@@ -124,14 +124,7 @@ class FeedForwardAgent(snt.Module):
                        'at least 20 x 20.')
     self._num_actions = num_actions
     self._frame_shape = frame_shape
-    created = []
-
-    def record(next_creator, **kwargs):
-      variable = next_creator(**kwargs)
-      created.append(variable)
-      return variable
-
-    with tf.variable_creator_scope(record):
+    with agent_lib.record_variables() as created:
       with tf.name_scope('torso'):
         if torso == 'shallow':
           self._convnet = _ShallowConvNet(frame_shape[2])
@@ -142,13 +135,7 @@ class FeedForwardAgent(snt.Module):
       self._policy_logits = agent_lib._Linear(FEEDFORWARD_SIZE, num_actions,  # pylint: disable=protected-access
                                               name='policy_logits')
       self._baseline = agent_lib._Linear(FEEDFORWARD_SIZE, 1, name='baseline')  # pylint: disable=protected-access
-    scope = self.name_scope.name
-    self._variables = collections.OrderedDict()
-    for variable in created:
-      name = variable.name[:-2] if variable.name.endswith(':0') else variable.name
-      if not name.startswith(scope):
-        raise ValueError(f'variable {variable.name} is not under the agent scope {scope!r}.')
-      self._variables['agent/' + name[len(scope):]] = variable
+    self._variables = agent_lib.agent_variable_names(self, created)
 
   @property
   def num_actions(self):

@@ -178,16 +178,14 @@ def curve(args):
     writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
     for row in zip(frames, hours, returns, mean):
       writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
-  full = np.arange(len(mean)) >= args.window - 1
-  reached = np.nonzero(full & (mean >= args.target))[0]
-  if len(reached):
-    i = reached[0]
+  i = plot_learning_curve.first_reached(mean, args.window, args.target)
+  if i is not None:
     summary = (f'mean of the last {args.window} >= {args.target:g} at {frames[i]:.0f} frames, '
-               f'{hours[i]:.1f} training hours')
+               f'{hours[i]:.2f} training hours')
   else:
     summary = f'{args.target:g} not reached yet'
   summary += (f'; latest mean {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, '
-              f'{hours[-1]:.1f} h)')
+              f'{hours[-1]:.2f} h)')
   print(summary)
   plot_learning_curve.draw(frames, returns, mean, args.window, args.target, f'{args.game}: {summary}',
                            output + '.png')

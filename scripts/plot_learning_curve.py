@@ -49,6 +49,12 @@ def windowed_mean(values, window):
   return (cumulative[index] - cumulative[np.maximum(index - window, 0)]) / np.minimum(index, window)
 
 
+def first_reached(mean, window, threshold):
+  """Index of the first full-window mean >= threshold, or None."""
+  reached = np.nonzero((mean >= threshold) & (np.arange(len(mean)) >= window - 1))[0]
+  return int(reached[0]) if len(reached) else None
+
+
 def draw(steps, values, mean, window, threshold, title, output):
   """Writes the PNG: points (steps, values), line (steps, mean), horizontal threshold."""
   image = Image.new('RGB', (WIDTH, HEIGHT), 'white')
@@ -102,9 +108,8 @@ def main(argv=None):
   steps = np.array([p[1] for p in points], np.float64)
   values = np.array([p[2] for p in points], np.float64)
   mean = windowed_mean(values, args.window)
-  reached = np.nonzero((mean >= args.threshold) & (np.arange(len(mean)) >= args.window - 1))[0]
-  if len(reached):
-    i = reached[0]
+  i = first_reached(mean, args.window, args.threshold)
+  if i is not None:
     summary = (f'mean of the last {args.window} >= {args.threshold:g} at {steps[i]:.0f} frames, '
                f'{wall[i] / 60:.1f} min')
   else:
