@@ -13,7 +13,7 @@ there in turn, runs the tests listed for it and restores the file. A mutation is
 The working tree is never modified. First the listed tests run once on the unmutated copy (skip with
 --no-baseline): a failure there makes every "caught" meaningless.
 
-  python scripts/mutation_check.py                 # every mutation, a markdown table on stdout (~30-60 min)
+  python scripts/mutation_check.py                 # every mutation, a markdown table on stdout (20-45 min)
   python scripts/mutation_check.py --list          # the mutations and their tests
   python scripts/mutation_check.py --only meta_,l1_  # the mutations whose name contains 'meta_' or 'l1_'
   python scripts/mutation_check.py --repo ../other --tests tests/uvf/test_train.py  # another checkout, other tests
