@@ -243,7 +243,10 @@ class _Process:
     self.log_path = os.path.join(log_dir, name.replace(' ', '_') + '.log')
     self._log = open(self.log_path, 'ab')  # pylint: disable=consider-using-with
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
-    self.popen = subprocess.Popen(command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+    # SIGINT at its default: a shell ignores it for background jobs (a CI script started with `&`), the children
+    # inherit that, and the launcher then leaves Ctrl-C ignored, as for any `nohup ... &` job.
+    self.popen = subprocess.Popen(command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
   def log(self):
     with open(self.log_path, errors='replace') as f:
