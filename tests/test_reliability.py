@@ -354,28 +354,28 @@ def test_hiro_sigterm_second_training_lost_index_and_continuation(tmp_path):
 
 
 def _hiro_policy(hiro_run):
-  """Fresh policy variables of the fixture's configuration (`uvf.train.build_agents`): ((uvf_agent, meta_agent,
+  """Fresh policy variables of the fixture's configuration (`uvf.build.build_agents`): ((uvf_agent, meta_agent,
   state_preprocess), counters, {TF1 name: variable})."""
   from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from uvf import representation  # pylint: disable=g-import-not-at-top
-  from uvf import train as train_lib  # pylint: disable=g-import-not-at-top
+  from uvf import build as build_lib  # pylint: disable=g-import-not-at-top
   from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top
   launcher.register_configurables()
   launcher.parse_gin([REPO / 'configs' / 'ant_maze.gin'], [a for a in hiro_run['args'][1:] if a != '--gin_param'])
-  meta, uvf_agent, state_preprocess, _ = train_lib.build_agents(
+  meta, uvf_agent, state_preprocess, _ = build_lib.build_agents(
       create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
       representation.InverseDynamics)
   counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
   return ((uvf_agent, meta, state_preprocess), counters,
-          train_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
+          build_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
 
 
 def test_policy_from_a_full_checkpoint_is_the_policy_checkpoint_of_its_step(hiro_run):
   """The policy run_eval reads from full checkpoint 200 is the one training wrote to policy/model.ckpt-200."""
   from uvf import checkpoints  # pylint: disable=g-import-not-at-top
-  from uvf import train as train_lib  # pylint: disable=g-import-not-at-top
+  from uvf import build as build_lib  # pylint: disable=g-import-not-at-top
   parts, counters, from_full = _hiro_policy(hiro_run)
-  train_lib.restore_policy_from_full_checkpoint(str(hiro_run['dir'] / 'model.ckpt-200'), *parts, *counters)
+  build_lib.restore_policy_from_full_checkpoint(str(hiro_run['dir'] / 'model.ckpt-200'), *parts, *counters)
   _, _, from_policy = _hiro_policy(hiro_run)
   checkpoints.restore_policy(str(hiro_run['dir'] / 'policy' / 'model.ckpt-200'), from_policy)
   assert int(from_full['global_step'].numpy()) == 200

@@ -11,7 +11,7 @@ with hiro_repr, the 12 `state_preprocess/...` variables):
   '.' as '..' and '/' as '.S' (`tf.train.Checkpoint`'s rule); they also hold `save_counter` and the object graph.
 
 `restore_policy(path, variables_by_name)` reads either (it tells them apart by the object graph that only the second
-has) into a {TF1 name: tf.Variable} map, typically `uvf.train.policy_variables_by_tf1_name(...)`, strictly: every
+has) into a {TF1 name: tf.Variable} map, typically `uvf.build.policy_variables_by_tf1_name(...)`, strictly: every
 name must be there with its shape and dtype, and nothing else may be (see `allow_extra` for full training
 checkpoints); nothing is assigned unless everything matches (`CheckpointMismatchError` otherwise).
 `checkpoint_step(path)` is the global step of a checkpoint. `export_tf1_policy(variables_by_name, path)` writes a
@@ -365,7 +365,7 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
   Args:
     path: checkpoint prefix (`<train_dir>/policy/model.ckpt-300000`), one of its files, or a directory with a
       `checkpoint` state file (its newest checkpoint).
-    variables_by_name: {original TF1 name: tf.Variable}, e.g. `uvf.train.policy_variables_by_tf1_name(...)`.
+    variables_by_name: {original TF1 name: tf.Variable}, e.g. `uvf.build.policy_variables_by_tf1_name(...)`.
     allow_extra: if True, names of the checkpoint that are not policy variables are ignored: the variables of the
       original's full training checkpoint `<train_dir>/model.ckpt-<step>` (hiro.md 4.2: target networks, Adam slots
       and beta powers, `update_targets/...counter...`, timers, replay buffers, ...). Policy names (hiro.md 4.1:
@@ -661,7 +661,7 @@ def export_tf1_policy(variables_by_name, path):
   `restore_policy`. The `checkpoint` state file of the directory is updated (`tf.train.latest_checkpoint` finds it).
 
   Args:
-    variables_by_name: {original TF1 name: tf.Variable or array}, e.g. `uvf.train.policy_variables_by_tf1_name(...)`.
+    variables_by_name: {original TF1 name: tf.Variable or array}, e.g. `uvf.build.policy_variables_by_tf1_name(...)`.
     path: the checkpoint prefix to write, e.g. `out/policy/model.ckpt-300000` (no step is appended).
 
   Returns:
@@ -694,18 +694,18 @@ def _build_policy_variables(config, gin_params):
   import uvf.configurables  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from uvf import representation  # pylint: disable=g-import-not-at-top
-  from uvf import train  # pylint: disable=g-import-not-at-top
+  from uvf import build  # pylint: disable=g-import-not-at-top
   from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top
   try:
     launcher.parse_gin([launcher.resolve_config_path(config)], list(gin_params))
   except launcher.LaunchError as e:
     raise ValueError(str(e)) from None
-  meta_agent, uvf_agent, state_preprocess, _ = train.build_agents(
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
       create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
       representation.InverseDynamics)
   counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
               for name in ('global_step', 'num_episodes', 'num_resets')]
-  return train.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
+  return build.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
 
 
 def main(argv=None):

@@ -1,7 +1,7 @@
 """HIRO evaluation: `evaluate` and `evaluate_checkpoint_repeatedly` (original: efficient-hrl eval.py and
 utils/eval_utils.py; hiro.md sections 5.4 and 7).
 
-`evaluate` builds the environment and both agents exactly as training does (`uvf.train.build_agents`, so the variable
+`evaluate` builds the environment and both agents exactly as training does (`uvf.build.build_agents`, so the variable
 names are the original's), then for each policy checkpoint `<checkpoint_dir>/<policy_save_dir>/model.ckpt-<N>` it
 chooses (new ones as they appear, a `checkpoint_range`, or one `checkpoint_path`):
 
@@ -49,7 +49,7 @@ import tensorflow as tf
 
 from uvf import checkpoints
 from uvf import representation
-from uvf import train
+from uvf import build
 from uvf.environments import create_maze_env
 from uvf.environments import rendering
 
@@ -280,7 +280,7 @@ class Evaluator(tf.Module):
 
   Args:
     environments: `ParallelEnvironments`.
-    uvf_agent, meta_agent, state_preprocess: as built by `uvf.train.build_agents`.
+    uvf_agent, meta_agent, state_preprocess: as built by `uvf.build.build_agents`.
   """
 
   def __init__(self, environments, uvf_agent, meta_agent, state_preprocess):
@@ -818,7 +818,7 @@ def evaluate(checkpoint_dir,
   eval_modes = list(eval_modes)
   policy_dir = os.path.join(checkpoint_dir, policy_save_dir) if policy_save_dir else checkpoint_dir
 
-  meta_agent, uvf_agent, state_preprocess, _ = train.build_agents(
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
       environment, agent_class, meta_agent_class, state_preprocess_class, representation.InverseDynamics)
   modes = meta_agent.tf_context.modes
   unknown = [mode for mode in eval_modes if mode not in modes]
@@ -828,7 +828,7 @@ def evaluate(checkpoint_dir,
   counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
               for name in ('global_step', 'num_episodes', 'num_resets')]
   global_step = counters[0]
-  variables = train.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
+  variables = build.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
 
   num_envs = max(num_episodes_eval, num_episodes_videos if generate_videos else 0)
   if num_threads is None:
@@ -847,7 +847,7 @@ def evaluate(checkpoint_dir,
     try:
       kind = checkpoints.checkpoint_kind(path) if explicit else checkpoints.KIND_POLICY
       if kind == checkpoints.KIND_FULL:
-        path = train.restore_policy_from_full_checkpoint(checkpoints.resolve_checkpoint_path(path), uvf_agent,
+        path = build.restore_policy_from_full_checkpoint(checkpoints.resolve_checkpoint_path(path), uvf_agent,
                                                          meta_agent, state_preprocess, *counters)
       else:
         path = checkpoints.restore_policy(path, variables, allow_extra=kind == checkpoints.KIND_FULL_TF1)

@@ -217,10 +217,10 @@ class StatePreprocess(tf.Module):
     ndims: None (all dims) or the number of leading dims kept (gin: %SUBGOAL_DIM).
   New args:
     scope: the TF1 scope of the variables; None: the enclosing `tf.name_scope` ('state_preprocess' in
-      `train.build_agents`), as the original used the enclosing variable scope.
+      `build.build_agents`), as the original used the enclosing variable scope.
     seed: None (non-deterministic) or an int seeding the loss's index sampling.
 
-  Build with `build(state_dim, action_dim, num_steps)` before use when trainable (`train.build_agents` does).
+  Build with `build(state_dim, action_dim, num_steps)` before use when trainable (`build.build_agents` does).
   """
 
   STATE_PREPROCESS_NET_SCOPE = 'state_process_net'
@@ -294,7 +294,7 @@ class StatePreprocess(tf.Module):
   def _check_built(self):
     if not self.built:
       raise ValueError('The trainable StatePreprocess is not built: call build(state_dim, action_dim, num_steps) '
-                       '(train.build_agents does).')
+                       '(build.build_agents does).')
 
   @property
   def state_preprocess_network(self):

@@ -37,352 +37,15 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from uvf import build
 from uvf import checkpoints
 from uvf import collect
 from uvf import off_policy_correction
-from uvf import representation
-from uvf.agents import ddpg_agent
-from uvf.environments import create_maze_env
+from uvf import trainer as trainer_lib
 
 LOAD_PATH = None  # The original's module constant: the default of `load_path`.
-DISTRIBUTION_STRATEGIES = ('default', 'one_device', 'mirrored')
 # The original stopped at num_episodes_train * max_steps_per_episode + 100 environment steps.
 EXTRA_STEPS = 100
-
-
-def make_strategy(name):
-  """The `tf.distribute` strategy for the updates: 'default' (no strategy), 'one_device' (the first GPU, else the
-  CPU) or 'mirrored' (all local GPUs, else the CPU)."""
-  if name == 'default':
-    return tf.distribute.get_strategy()
-  if name == 'one_device':
-    device = '/gpu:0' if tf.config.list_logical_devices('GPU') else '/cpu:0'
-    return tf.distribute.OneDeviceStrategy(device)
-  if name == 'mirrored':
-    return tf.distribute.MirroredStrategy()
-  raise ValueError(f'Unknown distribution_strategy {name!r}; valid: {", ".join(DISTRIBUTION_STRATEGIES)} '
-                   '(train_uvf.distribution_strategy).')
-
-
-def _create_optimizer_slots(optimizer, variables):
-  """Creates an optimizer's slots (and Adam's beta powers) now, without a step, so that the compiled update creates
-  no variables and a checkpoint restores into existing slots."""
-  with tf.init_scope():
-    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-      optimizer._create_slots(variables)  # pylint: disable=protected-access
-    elif hasattr(optimizer, 'build'):
-      optimizer.build(variables)
-
-
-def _first_local(strategy, value):
-  """A per-replica result as one tensor (the first replica's)."""
-  return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
-
-
-class HiroTrainer(tf.Module):
-  """Holds the agents, buffers, updates and counters of a run, and the compiled loop.
-
-  Built by `train_uvf` (see its arguments). `run_steps(n, last_step)` runs n iterations of the loop in one call;
-  `collect_steps(n)` n collection steps only (the initial collection). With a trainable `state_preprocess`
-  (hiro_repr), `repr_optimizer` trains the representation once per low-level update (`repr_update`).
-  `low_level_inputs(batch)` / `meta_level_inputs(batch)` turn a replay batch into what each level's update trains on
-  (the loop's own path, public for tests: rewards, discounts and relabelled goals can be checked from a known batch).
-  """
-
-  def __init__(self, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
-               critic_optimizer, actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy,
-               batch_size, gamma, meta_gamma, reward_scale_factor, target_update_period, num_updates_per_observation,
-               num_collect_per_update, num_collect_per_meta_update, goal_sample_strategy, seed=None,
-               jit_compile=False, skip_delayed_actor_step=False, repr_optimizer=None):
-    super().__init__(name='hiro_trainer')
-    self.uvf_agent, self.meta_agent = uvf_agent, meta_agent
-    self.state_preprocess = state_preprocess
-    self.replay_buffer, self.meta_replay_buffer = replay_buffer, meta_replay_buffer
-    self.strategy = strategy
-    self._batch_size = int(batch_size)
-    self._gamma, self._meta_gamma = float(gamma), float(np.ravel(meta_gamma)[0])  # the original's 1-tuple
-    self._reward_scale_factor = float(reward_scale_factor)
-    self._num_updates_per_observation = int(num_updates_per_observation)
-    self._num_collect_per_update = int(num_collect_per_update)
-    self._meta_period = int(num_collect_per_meta_update)
-    self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
-    self.num_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_episodes')
-    self.num_resets = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_resets')
-    self.repr_update = None
-    if state_preprocess.trainable:
-      # The original built the repr optimizer first (its Adam beta powers are meta_2/beta{1,2}_power). The
-      # representation's variables and this optimizer live outside the strategy: it is updated in the loop itself.
-      _create_optimizer_slots(repr_optimizer, state_preprocess.get_trainable_vars())
-      self.repr_update = representation.RepresentationUpdate(state_preprocess, repr_optimizer, name='repr')
-    with strategy.scope():
-      self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_updates')
-      self.num_meta_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_meta_updates')
-      self.optimizers = {'critic': critic_optimizer, 'actor': actor_optimizer, 'meta_critic': meta_critic_optimizer,
-                         'meta_actor': meta_actor_optimizer}
-      _create_optimizer_slots(meta_critic_optimizer, meta_agent.get_trainable_critic_vars())
-      _create_optimizer_slots(meta_actor_optimizer, meta_agent.get_trainable_actor_vars())
-      _create_optimizer_slots(critic_optimizer, uvf_agent.get_trainable_critic_vars())
-      _create_optimizer_slots(actor_optimizer, uvf_agent.get_trainable_actor_vars())
-      self.low_update = ddpg_agent.Td3Update(
-          uvf_agent, critic_optimizer, actor_optimizer, target_update_period=target_update_period,
-          num_updates=self.num_updates, skip_delayed_actor_step=skip_delayed_actor_step, jit_compile=jit_compile,
-          name='nometa')
-      self.meta_update = ddpg_agent.Td3Update(
-          meta_agent, meta_critic_optimizer, meta_actor_optimizer, target_update_period=target_update_period,
-          num_updates=self.num_meta_updates, skip_delayed_actor_step=skip_delayed_actor_step,
-          jit_compile=jit_compile, name='meta')
-    self.collector = collect.Collector(py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer,
-                                       meta_replay_buffer, self.global_step, self.num_episodes, self.num_resets,
-                                       seed=None if seed is None else seed + 1)
-    goal_spec = meta_agent.action_spec
-    low_spec = uvf_agent.action_spec
-    self.relabeler = off_policy_correction.GoalRelabeler(
-        goal_sample_strategy, goal_spec.minimum, goal_spec.maximum, low_spec.minimum, low_spec.maximum,
-        state_repr_fn=state_preprocess, multi_transition_fn=uvf_agent.tf_context.context_multi_transition_fn,
-        seed=None if seed is None else seed + 2)
-    # MirroredStrategy cannot synchronise (apply gradients) inside a conditional or a nested tf.function: there the
-    # meta update is its own compiled call, made by the Python loop after the step that crosses a meta period.
-    # Elsewhere (default, one device) each update is a nested tf.function, as under the default strategy: inlining
-    # it into the loop's graph lets Grappler fuse and order its ops differently, and the float rounding differences
-    # grow through the contact dynamics (one_device then differed from default by 0.02 after 150 updates; nested, it
-    # is bit-identical).
-    self.inline_meta_update = not isinstance(strategy, tf.distribute.MirroredStrategy)
-    self._nested_updates = self.inline_meta_update
-    self.run_steps = tf.function(self._run_steps)
-    self.collect_steps = tf.function(self._collect_steps)
-    self.meta_step = tf.function(self._meta_level_update)
-
-  # Updates.
-
-  def low_level_inputs(self, batch):
-    """The arguments of one low-level update (`low_update`), from a batch of stored low-level transitions.
-
-    Args:
-      batch: the low replay element as `replay_buffer.get_random_batch(batch_size)` returns it: states [B, O],
-        actions [B, A], rewards [B], discounts [B] (unused), next_states [B, O], goals [B, G], next_goals [B, G];
-        B = batch_size.
-
-    Returns:
-      (s ⊕ g [B, O+G], actions [B, A], rewards [B] recomputed from (s_repr, g, s'_repr) by the low Context,
-      discounts [B] = gamma x the context discounts, s' ⊕ g' [B, O+G], target smoothing noise [B, A] drawn now).
-    """
-    states, actions, rewards, _, next_states, goals, next_goals = batch
-    state_reprs, next_state_reprs = self.state_preprocess(states), self.state_preprocess(next_states)
-    context_rewards, context_discounts = self.uvf_agent.compute_rewards(
-        state_reprs, actions, rewards * self._reward_scale_factor, next_state_reprs, [goals])
-    discounts = self._discounts(self.uvf_agent, context_discounts, [goals], self._gamma)
-    return (self.uvf_agent.merged_states(states, [goals]), actions, context_rewards, discounts,
-            self.uvf_agent.merged_states(next_states, [next_goals]), self.uvf_agent.target_noise(self._batch_size))
-
-  def _low_level_update(self):
-    """One low-level TD3 update on a fresh batch (with hiro_repr then one representation update, 'repr_loss').
-    Returns dict of float32 scalars."""
-    batch = self.replay_buffer.get_random_batch(self._batch_size)
-    args = self.low_level_inputs(batch)
-    losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.low_update), args=args))
-    metrics = {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-               'average_step_reward': tf.reduce_mean(batch[2])}
-    if self.repr_update is not None:
-      # The original added its repr train op to the low-level train op: one representation step per low-level
-      # update, after it here (the original's graph left them unordered), on a meta batch of its own.
-      metrics['repr_loss'] = tf.cond(self.meta_replay_buffer.num_adds > 0, self._representation_update,
-                                     lambda: tf.zeros([]))
-    return metrics
-
-  def _representation_update(self):
-    """One representation update on a fresh meta batch (the original dequeued one for each low-level train op,
-    separate from the meta update's). Returns the loss, float32 []."""
-    (states, _, _, _, next_states, low_states, low_actions, _,
-     _) = self.meta_replay_buffer.get_random_batch(self._batch_size)
-    return self.repr_update(states, next_states, low_actions, low_states)['loss']
-
-  def meta_level_inputs(self, batch):
-    """The arguments of one meta update (`meta_update`), from a batch of stored meta transitions.
-
-    Args:
-      batch: the meta replay element as `meta_replay_buffer.get_random_batch(batch_size)` returns it: states [B, O]
-        (s_t), goals [B, G] (the stored meta actions), rewards [B] (the stored sums of 0.1 x r_meta), discounts [B]
-        (unused), next_states [B, O] (s_{t+c}), low_states [B, c, O], low_actions [B, c, A], contexts [B, M],
-        next_contexts [B, M]; B = batch_size.
-
-    Returns:
-      (s ⊕ T [B, O+M], the goals relabelled by `relabeler` [B, G], rewards [B] = the stored sums x
-      reward_scale_factor, discounts [B] = meta_gamma x the meta context discounts, s' ⊕ T' [B, O+M], target
-      smoothing noise [B, G] drawn now).
-    """
-    states, goals, rewards, _, next_states, low_states, low_actions, contexts, next_contexts = batch
-    rewards = rewards * self._reward_scale_factor
-    goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)
-    _, context_discounts = self.meta_agent.compute_rewards(states, goals, rewards, next_states, [contexts])
-    discounts = self._discounts(self.meta_agent, context_discounts, [contexts], self._meta_gamma)
-    return (self.meta_agent.merged_states(states, [contexts]), goals, rewards, discounts,
-            self.meta_agent.merged_states(next_states, [next_contexts]),
-            self.meta_agent.target_noise(self._batch_size))
-
-  def _meta_level_update(self):
-    """One meta TD3 update on a fresh meta batch with relabelled goals. Returns dict of float32 scalars."""
-    batch = self.meta_replay_buffer.get_random_batch(self._batch_size)
-    args = self.meta_level_inputs(batch)
-    losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.meta_update), args=args))
-    return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-            'average_step_reward': tf.reduce_mean(batch[2])}
-
-  def _update_fn(self, update):
-    """The Td3Update itself (a nested tf.function, XLA if asked) without a strategy; its body under one."""
-    return update if self._nested_updates else update.step_function.python_function
-
-  def _low_actor(self, states, goals):
-    """The deterministic low-level actor on [N, O] states and [N, G] goals (off-policy correction)."""
-    return self.uvf_agent.actions(states, [goals])
-
-  @staticmethod
-  def _discounts(agent, context_discounts, contexts, gamma):
-    if agent.gamma_index is not None:
-      return context_discounts * tf.cast(tf.reshape(contexts[agent.gamma_index], [-1]), context_discounts.dtype)
-    return context_discounts * gamma
-
-  # Compiled loops.
-
-  def _collect_steps(self, num_steps):
-    """num_steps (int64 scalar tensor) collection steps."""
-    for _ in tf.range(num_steps):
-      self.collector.step()
-
-  def _run_steps(self, num_steps, last_step):
-    """num_steps iterations of the training loop (module docstring, step 2).
-
-    Args:
-      num_steps: int64 scalar tensor, >= 1.
-      last_step: int64 scalar tensor, the global step of the previous iteration (0 at the start of a fresh run).
-
-    Returns:
-      dict of float32 scalars: the losses and average stored rewards of the last low-level and meta updates
-      ('nometa/...', 'meta/...'), with hiro_repr the last representation loss ('repr/loss'), and 'meta_updates'
-      (int64, meta updates in this call). Without
-      `inline_meta_update` the meta update is left to the caller (`meta_step`).
-    """
-    zero = tf.zeros([])
-    metrics = {'nometa/critic_loss': zero, 'nometa/actor_loss': zero, 'nometa/average_step_reward': zero,
-               'meta/critic_loss': zero, 'meta/actor_loss': zero, 'meta/average_step_reward': zero}
-    if self.repr_update is not None:
-      metrics['repr/loss'] = zero
-    meta_updates = tf.constant(0, tf.int64)
-    for _ in tf.range(num_steps):
-      for _ in range(self._num_collect_per_update - 1):
-        self.collector.step()
-      for _ in range(self._num_updates_per_observation - 1):
-        self._low_level_update()
-      self.collector.step()
-      low = self._low_level_update()  # the buffer holds >= 1 element now
-      low = {('repr/loss' if k == 'repr_loss' else 'nometa/' + k): v for k, v in low.items()}
-      step = self.global_step.read_value()
-      meta = {k: v for k, v in metrics.items() if k.startswith('meta/')}
-      if self.inline_meta_update:
-        do_meta = tf.logical_and(self.meta_due(last_step, step), self.meta_replay_buffer.num_adds > 0)
-        meta = tf.cond(do_meta, lambda: {'meta/' + k: v for k, v in self._meta_level_update().items()},
-                       lambda: meta)
-        meta_updates += tf.cast(do_meta, tf.int64)
-      metrics = dict(low, **meta)
-      last_step = step
-    metrics['meta_updates'] = meta_updates
-    return metrics
-
-  def meta_due(self, last_step, step):
-    """True when global_step // num_collect_per_meta_update changed from `last_step` to `step` (TrainStep)."""
-    return tf.not_equal(step // self._meta_period, last_step // self._meta_period)
-
-  # Checkpoints.
-
-  def policy_variables_by_tf1_name(self):
-    """{original TF1 name: variable} of the original's policy checkpoint (module function of the same name)."""
-    return policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess, self.global_step,
-                                        self.num_episodes, self.num_resets)
-
-  def full_checkpoint(self):
-    """The `tf.train.Checkpoint` of everything a restart needs (with hiro_repr also the representation's networks,
-    `all_embed`, its sampling generator and the repr optimizer)."""
-    extra = {}
-    if self.repr_update is not None:
-      extra = {'state_preprocess': self.state_preprocess, 'repr': self.repr_update.optimizer}
-    return tf.train.Checkpoint(
-        uvf_agent=self.uvf_agent, meta_agent=self.meta_agent, replay_buffer=self.replay_buffer,
-        meta_replay_buffer=self.meta_replay_buffer, collector=self.collector, relabeler=self.relabeler,
-        low_update=self.low_update, meta_update=self.meta_update, global_step=self.global_step,
-        num_episodes=self.num_episodes, num_resets=self.num_resets, num_updates=self.num_updates,
-        num_meta_updates=self.num_meta_updates, **self.optimizers, **extra)
-
-
-def build_agents(environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class,
-                 strategy=None, debug_summaries=False):
-  """Builds the agents in the original's order and TF1 scopes (hiro.md section 4), as training and evaluation do.
-
-  Args:
-    environment: the maze `PyEnvironment`.
-    agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class: the gin-bound classes.
-    strategy: the `tf.distribute` strategy the agents' variables live under (None: the default).
-    debug_summaries: passed to the agents.
-
-  Returns:
-    (meta_agent, uvf_agent, state_preprocess, inverse_dynamics).
-  """
-  strategy = strategy or tf.distribute.get_strategy()
-  tf_env = create_maze_env.TFPyEnvironment(environment)
-  observation_spec, action_spec = [tf_env.observation_spec()], [tf_env.action_spec()]
-  with strategy.scope():
-    with tf.name_scope('meta_agent'):
-      meta_agent = meta_agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
-    with tf.name_scope('uvf_agent'):
-      uvf_agent = agent_class(observation_spec, action_spec, tf_env, debug_summaries=debug_summaries)
-      uvf_agent.set_meta_agent(agent=meta_agent)
-  with tf.name_scope('state_preprocess'):
-    state_preprocess = state_preprocess_class()
-    # hiro_repr: phi on observations [O], psi on the c low-level actions [c * A] and the observation.
-    state_preprocess.build(observation_spec[0].shape[0], action_spec[0].shape[0],
-                           uvf_agent.tf_context.meta_action_every_n)
-  with tf.name_scope('inverse_dynamics'):
-    inverse_dynamics = inverse_dynamics_class(meta_agent.sub_context_as_action_specs[0])
-  return meta_agent, uvf_agent, state_preprocess, inverse_dynamics
-
-
-def policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, global_step, num_episodes, num_resets):
-  """{original TF1 name: variable} of the original's policy checkpoint (hiro.md 4.1): both agents' actors and
-  critics (not the targets), the counters, the current contexts and the trainable representation's variables."""
-  names = {}
-  for agent in (uvf_agent, meta_agent):
-    for name, variable in agent.variables_by_tf1_name().items():
-      if '/target_' not in name:
-        names[name] = variable
-  names['global_step'] = global_step
-  names['num_episodes'] = num_episodes
-  names['num_resets'] = num_resets
-  for agent, scope in ((uvf_agent, 'uvf_agent'), (meta_agent, 'meta_agent')):
-    for i, variable in enumerate(agent.context_vars):
-      names[f'{scope}/action_context_{i}'] = variable
-  names.update(state_preprocess.variables_by_tf1_name())
-  return names
-
-
-def restore_policy_from_full_checkpoint(path, uvf_agent, meta_agent, state_preprocess, global_step, num_episodes,
-                                        num_resets):
-  """Restores the policy variables (`policy_variables_by_tf1_name` of the same arguments) from a full training
-  checkpoint `<train_dir>/model.ckpt-<step>` of this port (`HiroTrainer.full_checkpoint`): the agents (networks,
-  targets, contexts), the counters and with hiro_repr the representation; the rest of it (replay buffers,
-  optimizers, ...) is not read.
-
-  Raises:
-    checkpoints.CheckpointMismatchError: the checkpoint's agents are not these (another configuration).
-  """
-  objects = dict(uvf_agent=uvf_agent, meta_agent=meta_agent, global_step=global_step, num_episodes=num_episodes,
-                 num_resets=num_resets)
-  if state_preprocess.trainable:
-    objects['state_preprocess'] = state_preprocess
-  try:
-    tf.train.Checkpoint(**objects).restore(path).expect_partial().assert_existing_objects_matched()
-  except (AssertionError, ValueError) as e:
-    raise checkpoints.CheckpointMismatchError(
-        f'the full training checkpoint {path} does not match the policy of this configuration: '
-        f'{str(e).strip().splitlines()[0]}') from None
-  return path
 
 
 def _reseed(trainer, seed):
@@ -506,9 +169,9 @@ def _check_arguments(**kwargs):
   if a['goal_sample_strategy'] not in off_policy_correction.GOAL_SAMPLE_STRATEGIES:
     raise ValueError(f'Unknown goal_sample_strategy {a["goal_sample_strategy"]!r}; valid: '
                      f'{", ".join(off_policy_correction.GOAL_SAMPLE_STRATEGIES)} (--goal_sample_strategy).')
-  if a['distribution_strategy'] not in DISTRIBUTION_STRATEGIES:
+  if a['distribution_strategy'] not in trainer_lib.DISTRIBUTION_STRATEGIES:
     raise ValueError(f'Unknown distribution_strategy {a["distribution_strategy"]!r}; valid: '
-                     f'{", ".join(DISTRIBUTION_STRATEGIES)} (train_uvf.distribution_strategy).')
+                     f'{", ".join(trainer_lib.DISTRIBUTION_STRATEGIES)} (train_uvf.distribution_strategy).')
 
 
 @gin.configurable
@@ -627,12 +290,12 @@ def train_uvf(train_dir,
     tf.random.set_seed(seed)
     environment.seed(seed)
     environment.reset()
-  strategy = make_strategy(distribution_strategy)
-  meta_agent, uvf_agent, state_preprocess, _ = build_agents(
+  strategy = trainer_lib.make_strategy(distribution_strategy)
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
       environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class, strategy,
       debug_summaries=debug_summaries)
 
-  trainer = HiroTrainer(
+  trainer = trainer_lib.HiroTrainer(
       environment, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer, critic_optimizer,
       actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy, batch_size, gamma, meta_gamma,
       reward_scale_factor, target_update_period, num_updates_per_observation, num_collect_per_update,

@@ -18,7 +18,7 @@ from tests.uvf import hiro_fixtures
 from uvf import agent as agent_lib
 from uvf import checkpoints
 from uvf import representation
-from uvf import train
+from uvf import build as build_lib
 from uvf.environments import create_maze_env
 
 CONFIGS = hiro_fixtures.CONFIG.parent
@@ -202,11 +202,11 @@ class Policy(object):
 
   def __init__(self, config, bindings=()):
     launcher.parse_gin([config], list(bindings))
-    self.meta_agent, self.uvf_agent, self.state_preprocess, _ = train.build_agents(
+    self.meta_agent, self.uvf_agent, self.state_preprocess, _ = build_lib.build_agents(
         create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent,
         representation.StatePreprocess, representation.InverseDynamics)
     self.counters = [tf.Variable(0, dtype=tf.int64, name=n) for n in ('global_step', 'num_episodes', 'num_resets')]
-    self.variables = train.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess,
+    self.variables = build_lib.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess,
                                                         *self.counters)
 
   def values(self):

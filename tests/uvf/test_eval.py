@@ -23,7 +23,7 @@ from uvf import agent as agent_lib
 from uvf import checkpoints
 from uvf import eval as eval_lib
 from uvf import representation
-from uvf import train
+from uvf import build as build_lib
 from uvf.environments import create_maze_env
 from uvf.environments import rendering
 
@@ -48,12 +48,12 @@ def parse(*extra):
 
 def build():
   """(meta_agent, uvf_agent, state_preprocess, {TF1 name: variable}) as training builds them."""
-  meta, low, preprocess, _ = train.build_agents(create_maze_env.create_maze_env(), agent_lib.UvfAgent,
+  meta, low, preprocess, _ = build_lib.build_agents(create_maze_env.create_maze_env(), agent_lib.UvfAgent,
                                                 agent_lib.MetaAgent, representation.StatePreprocess,
                                                 representation.InverseDynamics)
   counters = [tf.Variable(value, dtype=tf.int64, name=name)
               for name, value in (('global_step', STEP), ('num_episodes', 2), ('num_resets', 2))]
-  return meta, low, preprocess, train.policy_variables_by_tf1_name(low, meta, preprocess, *counters)
+  return meta, low, preprocess, build_lib.policy_variables_by_tf1_name(low, meta, preprocess, *counters)
 
 
 def save_policy(variables, policy_dir, step):
