@@ -39,6 +39,10 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 
+import console  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+console.import_quietly('gym')  # its deprecation notice, as the entry scripts drop it
+
 from uvf import reproduction  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 EXIT_USAGE = 2

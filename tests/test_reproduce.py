@@ -201,6 +201,15 @@ def test_kit_user_errors(tmp_path):
   assert not os.listdir(tmp_path)
 
 
+def test_kit_prints_no_third_party_banner(tmp_path):
+  """`--dry_run` plans with the launcher (TensorFlow, tf-agents, gym imported): only the kit's lines are printed."""
+  result = subprocess.run(kit_command(tmp_path, extra=['--dry_run']), cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+  assert result.returncode == 0, result.stderr
+  assert 'reproduce:' in result.stdout
+  assert 'Gym has been unmaintained' not in result.stdout + result.stderr
+
+
 def test_ray_backend_on_a_local_ray_instance(tmp_path):
   """--backend ray: the seed's job runs as a Ray task on a local Ray instance (ray.init in the kit). CI installs
   requirements-ray.txt; elsewhere this needs it too."""
