@@ -1,47 +1,12 @@
-"""Multi-machine IMPALA (issue #8): one learner and many actor processes connected through a Reverb server.
+"""Multi-machine IMPALA (issue #8): the learner job and the actor jobs, connected through a Reverb server.
 
-The original's distributed mode (reference impala.md section 10) is a TF1 gRPC cluster: `--job_name=learner --task=0`
-holds the variables and a `FIFOQueue(1)` of unrolls; `--job_name=actor --task=i` runs actor i, which enqueues its
-unrolls into that queue and reads the learner's variables at each unroll (each `session.run`). TF2 has no such
-cluster, so here the learner hosts a Reverb server and the actors are Reverb clients:
-
-  learner (--job_name=learner --task=0, `run_learner`)
-    Reverb server on `reverb_port` (0: a free port, logged), three tables:
-      'unrolls'  a queue of unrolls (`reverb.Table.queue`: FIFO sampler and remover, each item sampled once, inserts
-                 block while it is full), UNROLL_QUEUE_SIZE = 1 item: the original's FIFOQueue(1);
-      'weights'  the latest agent variables (max_size 1, FIFO remover: a new publication replaces the old one; sampled
-                 any number of times; MinSize(1): a sample waits for the first publication), with the step counters
-                 (`weights_signature`);
-      'learner_run_<id>'  an empty table whose name carries a random id of this learner process, so that an actor
-                 can tell a restarted learner on the same address from the one it was writing to.
-    tf.data: `reverb.TrajectoryDataset` over 'unrolls' (1 worker, 1 sample in flight) -> batch(batch_size) ->
-      time-major -> prefetch(1) (the StagingArea: the next batch is ready while a step runs) -> `Learner.step` ->
-      weights published (`WeightsPublisher`, after every learner step) -> summaries, progress, checkpoints: the same
-      as single-machine training (`experiment.train`), resuming from the run directory's latest checkpoint.
-
-  actor i (--job_name=actor --task=i --learner_address=HOST:PORT, `run_actor`)
-    its environment (level `experiment.actor_levels(level_name, num_actors)[i]`, seed i + 1) in a py_process child;
-    the agent on the CPU (one thread), on the learner's latest weights: before every unroll it asks the server
-    whether a new publication exists and fetches it; an `experiment.Actor` makes the unroll (the same ActorOutput
-    as single-machine mode), which is written to 'unrolls' (the write blocks while the queue is full, as the
-    original's enqueue).
-
-Policy lag (the original: an unroll waits behind the queue's 1 slot, the batch being dequeued, the staged batch and
-one blocked unroll per actor, "up to 1 step" plus the queue): here an unroll waits behind the table's 1 slot, the 1
-sample in flight to the dataset, the batch being assembled, the 1 prefetched batch and one blocked unroll per actor;
-the same count. A larger table would only buffer more stale unrolls (scalable_agent issue #11: add actors instead).
-
-Robustness:
-  * the learner never waits for a particular actor: a batch is any batch_size unrolls, so an actor that dies or is
-    restarted only slows it down; with no actor at all it waits, logging every 30 s how to start actors;
-  * a lost learner (unreachable, or a new run id) makes an actor drop its writer and reconnect with exponential
-    backoff (1 s, 2 s, ... 30 s; logged), for up to `reconnect_timeout_s`; a restarted learner resumes from its
-    checkpoint (`checkpoints.restore_latest`), so a learner restart needs no action on the actors;
-  * at its first connection an actor gives up after `connect_timeout_s` with a message naming the address and how
-    to start the learner; an actor whose settings make other unrolls or another network than the learner's (frame
-    size, unroll length, level's action set) is refused at connection, with the differences listed;
-  * when the learner reaches total_environment_frames it publishes a final `finished` flag and keeps taking unrolls
-    for a few seconds, so that actors see the flag and exit with status 0.
+TF2 has no TF1 gRPC cluster, so the learner (`run_learner`, `--job_name=learner --task=0`) hosts a Reverb server
+with three tables: 'unrolls' (a queue of UNROLL_QUEUE_SIZE = 1 item, the original's FIFOQueue(1)), 'weights' (the
+latest agent variables and step counters) and 'learner_run_<id>' (a random id of this learner process, so that an
+actor can tell a restarted learner from the one it wrote to). Actor i (`run_actor`, `--job_name=actor --task=i
+--learner_address=HOST:PORT`) fetches the newest weights before every unroll and writes its unrolls to the queue.
+The learner's bookkeeping is `progress.LearnerProgress` and the actor's unrolls `actor.Actor`, as in
+single-machine training. The data path, the policy lag and the reconnection rules: docs/impala_distributed.md.
 """
 
 import dataclasses
@@ -59,11 +24,13 @@ import reverb
 import tensorflow as tf
 import tree
 
+from scalable_agent import actor as actor_lib
 from scalable_agent import agent as agent_lib
 from scalable_agent import checkpoints
 from scalable_agent import environments
-from scalable_agent import experiment as experiment_lib
+from scalable_agent import progress as progress_lib
 from scalable_agent import py_process
+from scalable_agent import settings as settings_lib
 
 UNROLLS_TABLE = 'unrolls'
 WEIGHTS_TABLE = 'weights'
@@ -96,8 +63,8 @@ class LearnerUnreachableError(DistributedSetupError):
   """An actor could not reach the learner at its address within the timeout (the message says what to do)."""
 
 
-class _LearnerLost(Exception):
-  """Internal: the learner an actor was talking to is gone (unreachable, or replaced by a new run)."""
+class LearnerLost(Exception):
+  """The learner an actor was talking to is gone (unreachable, or replaced by a new run); `run_actor` reconnects."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -149,7 +116,7 @@ def check_settings(settings):
 # What travels through the tables.
 
 def unroll_signature(settings, num_actions, frame_shape):
-  """The nest of `tf.TensorSpec` of one unroll in the 'unrolls' table: `experiment.ActorOutput` without batch dim.
+  """The nest of `tf.TensorSpec` of one unroll in the 'unrolls' table: `actor.ActorOutput` without batch dim.
 
   ActorOutput(level_name string [], agent_state LSTMState(c, h) float32 [256] each,
     env_outputs StepOutput(reward float32 [T + 1], info StepOutputInfo(episode_return float32 [T + 1],
@@ -161,7 +128,7 @@ def unroll_signature(settings, num_actions, frame_shape):
   steps = settings.unroll_length + 1
   spec = lambda shape, dtype: tf.TensorSpec([steps] + list(shape), dtype)
   state = tf.TensorSpec([agent_lib.CORE_LSTM_SIZE], tf.float32)
-  return experiment_lib.ActorOutput(
+  return actor_lib.ActorOutput(
       level_name=tf.TensorSpec([], tf.string),
       agent_state=agent_lib.LSTMState(state, state),
       env_outputs=environments.StepOutput(
@@ -273,16 +240,16 @@ def _time_major(unrolls):
   """A batch of unrolls [B, T + 1, ...] -> ActorOutput with env_outputs and agent_outputs time-major [T + 1, B, ...]."""
   def swap(t):
     return tf.transpose(t, [1, 0] + list(range(2, t.shape.rank)))
-  return experiment_lib.ActorOutput(unrolls.level_name, unrolls.agent_state,
-                                    tf.nest.map_structure(swap, unrolls.env_outputs),
-                                    tf.nest.map_structure(swap, unrolls.agent_outputs))
+  return actor_lib.ActorOutput(unrolls.level_name, unrolls.agent_state,
+                               tf.nest.map_structure(swap, unrolls.env_outputs),
+                               tf.nest.map_structure(swap, unrolls.agent_outputs))
 
 
 def learner_dataset(server_address, unroll_spec, batch_size):
   """The learner's input pipeline: batches of unrolls from the 'unrolls' queue (module docstring).
 
   Returns:
-    a `tf.data.Dataset` of `experiment.ActorOutput`: level_name string [B], agent_state (c, h) [B, 256],
+    a `tf.data.Dataset` of `actor.ActorOutput`: level_name string [B], agent_state (c, h) [B, 256],
     env_outputs and agent_outputs time-major [T + 1, B, ...]. It waits as long as needed for unrolls.
   """
   dataset = reverb.TrajectoryDataset(
@@ -298,10 +265,10 @@ def learner_dataset(server_address, unroll_spec, batch_size):
 
 
 def _numpy_batch(batch):
-  """The parts of a batch the episode logging needs, as NumPy (`experiment.finished_episodes`)."""
+  """The parts of a batch the episode logging needs, as NumPy (`actor.finished_episodes`)."""
   level_names = np.array([n.decode() for n in batch.level_name.numpy()], dtype=object)
   env_outputs = tf.nest.map_structure(lambda t: t.numpy(), batch.env_outputs._replace(observation=()))
-  return experiment_lib.ActorOutput(level_names, None, env_outputs, None)
+  return actor_lib.ActorOutput(level_names, None, env_outputs, None)
 
 
 class WeightsPublisher:
@@ -426,27 +393,27 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   Args:
     logdir: run directory (checkpoints `model.ckpt-<frames>`, TensorBoard events), as `experiment.train`; a new
       run in it resumes from its latest checkpoint.
-    settings: `experiment.Settings` with job_name 'learner', task 0.
+    settings: `settings.Settings` with job_name 'learner', task 0.
     step_hook: optional callable(metrics dict of NumPy values, server port), called after each learner step.
     checkpoint_interval_s: seconds between checkpoints; None: `settings.checkpoint_interval_s` (the original's
-      600); also at the start, at the end and after a stop request (`experiment.request_stop`).
+      600); also at the start, at the end and after a stop request (`progress.request_stop`).
 
   Returns:
     int, the environment frames trained on (over all runs of this logdir).
   """
   check_settings(settings)
-  experiment_lib.check_settings(settings)
+  settings_lib.check_settings(settings)
   tf.random.set_seed(settings.seed)
   os.makedirs(logdir, exist_ok=True)
-  levels = experiment_lib.actor_levels(settings.level_name, settings.num_actors)
-  agent, learner = experiment_lib.make_agent_and_learner(settings, levels[0])
+  levels = settings_lib.actor_levels(settings.level_name, settings.num_actors)
+  agent, learner = settings_lib.make_agent_and_learner(settings, levels[0])
   manager = checkpoints.make_checkpoint_manager(logdir, agent, learner.optimizer, learner.num_environment_frames)
-  progress = experiment_lib.LearnerProgress(logdir, settings, learner, manager, checkpoint_interval_s)
+  progress = progress_lib.LearnerProgress(logdir, settings, learner, manager, checkpoint_interval_s)
   frames = progress.start()
   if progress.done:
     return frames
 
-  frame_shape = tuple(agent_frame_shape(settings, levels[0]))
+  frame_shape = tuple(settings_lib.environment_constructor(settings, levels[0]).frame_shape)
   unroll_spec = unroll_signature(settings, agent.num_actions, frame_shape)
   run_id = uuid.uuid4().hex[:16]
   server = make_server(unroll_spec, weights_signature(agent), settings.reverb_port, run_id)
@@ -461,7 +428,7 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   finished = False
   try:
     waiting_since = time.monotonic()
-    while not progress.done and not experiment_lib.stop_requested():
+    while not progress.done and not progress_lib.stop_requested():
       batch = reader.next(timeout=_POLL_S)
       if batch is None:
         if publisher.error is not None:
@@ -476,14 +443,14 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
       step += 1
       frames = int(metrics['num_environment_frames'])
       # Checks the step's values (non-finite: stop) before the actors get its weights.
-      progress.after_step(metrics, experiment_lib.finished_episodes(_numpy_batch(batch)))
+      progress.after_step(metrics, actor_lib.finished_episodes(_numpy_batch(batch)))
       if step % PUBLISH_EVERY_STEPS == 0 and frames < settings.total_environment_frames:
         publisher.publish(frames, step)
       waiting_since = time.monotonic()
       if step_hook is not None:
         step_hook(metrics, server.port)
-    if experiment_lib.stop_requested() and not progress.done:
-      progress.interrupted(experiment_lib.stop_requested())
+    if progress_lib.stop_requested() and not progress.done:
+      progress.interrupted(progress_lib.stop_requested())
       return progress.frames
     progress.finish()
     finished = True
@@ -494,7 +461,7 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
     progress.interrupted()
     raise
   finally:
-    experiment_lib.clear_stop_request()
+    progress_lib.clear_stop_request()
     if not finished:
       logging.info('Stopping the Reverb server: actors will reconnect to a restarted learner.')
     publisher.close()
@@ -511,14 +478,6 @@ def _drain(reader):
   while time.monotonic() < deadline and time.monotonic() - quiet_since < _FINISH_QUIET_S:
     if reader.next(timeout=0.2) is not None:
       quiet_since = time.monotonic()
-
-
-def agent_frame_shape(settings, level_name):
-  """(height, width, channels) of the level's frames under `settings`."""
-  constructor = environments.environment_constructor(
-      level_name, seed=1, width=settings.width, height=settings.height, dataset_path=settings.dataset_path,
-      num_action_repeats=settings.num_action_repeats)
-  return constructor.frame_shape
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -539,7 +498,7 @@ class LearnerConnection:
   """An actor's connection to the learner's Reverb server: the latest weights, unroll writes, reconnection.
 
   Every blocking call polls the server every second (`server_info`): an unreachable server or another run id
-  raises `_LearnerLost`, after which `reconnect` makes a new client and writer.
+  raises `LearnerLost`, after which `reconnect` makes a new client and writer.
   """
 
   def __init__(self, address, unroll_spec, weights_spec, name='actor'):
@@ -593,7 +552,7 @@ class LearnerConnection:
             'experiment.connect_timeout_s.')
 
   def reconnect(self, reason, timeout_s):
-    """After `_LearnerLost`: new client and writer, retrying with exponential backoff for up to `timeout_s`.
+    """After `LearnerLost`: new client and writer, retrying with exponential backoff for up to `timeout_s`.
 
     Raises:
       LearnerUnreachableError: still unreachable after timeout_s.
@@ -638,14 +597,14 @@ class LearnerConnection:
     self._close_writer()
 
   def _probe(self):
-    """server_info of the current learner; raises _LearnerLost if unreachable or replaced by a new run."""
+    """server_info of the current learner; raises LearnerLost if unreachable or replaced by a new run."""
     try:
       infos = self._client.server_info(timeout=_RPC_TIMEOUT_S)
     except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
-      raise _LearnerLost(f'no answer within {_RPC_TIMEOUT_S} s: {type(e).__name__}') from None
+      raise LearnerLost(f'no answer within {_RPC_TIMEOUT_S} s: {type(e).__name__}') from None
     run_id = _run_marker(infos)
     if run_id != self.run_id:
-      raise _LearnerLost(f'the learner restarted (run {self.run_id} -> {run_id})')
+      raise LearnerLost(f'the learner restarted (run {self.run_id} -> {run_id})')
     return infos
 
   def _wait_for(self, fn):
@@ -666,7 +625,7 @@ class LearnerConnection:
         break
       self._probe()  # The call is abandoned (its daemon thread left behind) if the learner is lost.
     if 'error' in result:
-      raise _LearnerLost(f'{type(result["error"]).__name__}: {result["error"]}') from result['error']
+      raise LearnerLost(f'{type(result["error"]).__name__}: {result["error"]}') from result['error']
     return result['value']
 
   # Data.
@@ -684,7 +643,7 @@ class LearnerConnection:
     return tree.map_structure(lambda column: column[0], sample.data)  # An item of one step: [1, ...] columns.
 
   def write(self, unroll):
-    """Writes one unroll (an `experiment.ActorOutput` of NumPy arrays) and waits until the queue takes it."""
+    """Writes one unroll (an `actor.ActorOutput` of NumPy arrays) and waits until the queue takes it."""
     writer = self._writer
     writer.append(_cast_unroll(unroll, self._unroll_spec))
     writer.create_item(UNROLLS_TABLE, 1., tf.nest.map_structure(lambda column: column[-1], writer.history))
@@ -695,7 +654,7 @@ class LearnerConnection:
       except reverb.errors.DeadlineExceededError:
         self._probe()  # Still the same, reachable learner: its queue is full, keep waiting (the original blocked).
       except RuntimeError as e:
-        raise _LearnerLost(f'write failed: {e}') from None
+        raise LearnerLost(f'write failed: {e}') from None
 
 
 def _set_single_threaded():
@@ -707,37 +666,11 @@ def _set_single_threaded():
     pass
 
 
-class _Environment:
-  """The actor's environment process, restarted when it dies (as `experiment._ActorThread`)."""
-
-  def __init__(self, settings, level_name, seed):
-    self._settings, self._level_name, self._seed = settings, level_name, seed
-    self.process = None
-    self.num_restarts = 0
-
-  def start(self):
-    self.process = experiment_lib._environment_process(  # pylint: disable=protected-access
-        self._settings, self._level_name, seed=self._seed, is_test=False)
-    with experiment_lib._single_threaded_children():  # pylint: disable=protected-access
-      self.process.start()
-    return environments.FlowEnvironment(self.process.proxy)
-
-  def restart(self, error):
-    logging.warning('Environment process of %s stopped (%s); starting a new one.', self._level_name, error)
-    self.process.close(timeout=5.)
-    self.num_restarts += 1
-    return self.start()
-
-  def close(self):
-    if self.process is not None:
-      self.process.close(timeout=10.)
-
-
 def run_actor(settings, max_unrolls=None):
   """The actor job (`--job_name=actor --task=i --learner_address=HOST:PORT`), module docstring.
 
   Args:
-    settings: `experiment.Settings` with job_name 'actor'.
+    settings: `settings.Settings` with job_name 'actor'.
     max_unrolls: stop after writing this many unrolls (tests); None: until the learner finishes.
 
   Returns:
@@ -750,16 +683,16 @@ def run_actor(settings, max_unrolls=None):
       within reconnect_timeout_s after it was lost.
   """
   check_settings(settings)
-  experiment_lib.check_settings(settings)
-  experiment_lib.clear_stop_request(saves=False)  # A signal stops an actor at once: it has nothing to save.
+  settings_lib.check_settings(settings)
+  progress_lib.clear_stop_request(saves=False)  # A signal stops an actor at once: it has nothing to save.
   _set_single_threaded()
   name = f'Actor {settings.task}'
-  levels = experiment_lib.actor_levels(settings.level_name, settings.num_actors)
+  levels = settings_lib.actor_levels(settings.level_name, settings.num_actors)
   level_name = levels[settings.task]
   tf.random.set_seed(settings.seed + settings.task)
   with tf.device('/cpu:0'):
-    agent = experiment_lib.make_agent(settings, levels[0])
-  frame_shape = tuple(agent_frame_shape(settings, levels[0]))
+    agent = settings_lib.make_agent(settings, levels[0])
+  frame_shape = tuple(settings_lib.environment_constructor(settings, levels[0]).frame_shape)
   connection = LearnerConnection(settings.learner_address,
                                  unroll_signature(settings, agent.num_actions, frame_shape),
                                  weights_signature(agent), name=name)
@@ -770,16 +703,8 @@ def run_actor(settings, max_unrolls=None):
 
   variables = _weight_variables(agent)
 
-  @tf.function
-  def policy(last_action, env_output, core_state):
-    with tf.device('/cpu:0'):
-      agent_output, core_state = agent(last_action, env_output, core_state)
-      return agent_output, agent_lib.LSTMState(*core_state)
-
-  def numpy_policy(last_action, env_output, core_state):
-    return tf.nest.map_structure(lambda t: t.numpy(), policy(last_action, env_output, core_state))
-
-  environment = _Environment(settings, level_name, seed=settings.task + 1)
+  policy = actor_lib.numpy_policy(agent, device='/cpu:0')
+  environment = actor_lib.EnvironmentProcess(settings, level_name, seed=settings.task + 1, name=name)
   actor = None
   counters = _Counters()
   learner_frames = learner_step = -1
@@ -798,9 +723,8 @@ def run_actor(settings, max_unrolls=None):
                          name, learner_frames, counters.unrolls)
             break
         if actor is None:
-          actor = experiment_lib.Actor(level_name, environment.start(), numpy_policy, settings.unroll_length,
-                                       experiment_lib.initial_agent_state(),
-                                       experiment_lib.initial_agent_output(agent.num_actions))
+          actor = actor_lib.Actor(level_name, environment.start(), policy, settings.unroll_length,
+                                  actor_lib.initial_agent_state(), actor_lib.initial_agent_output(agent.num_actions))
         try:
           unroll = actor.unroll()
         except py_process.ProcessClosedError as e:
@@ -816,11 +740,11 @@ def run_actor(settings, max_unrolls=None):
                        '(%d environment frames).', name, counters.unrolls,
                        (counters.unrolls - progress_unrolls) / (now - last_progress), learner_step, learner_frames)
           last_progress, progress_unrolls = now, counters.unrolls
-      except _LearnerLost as e:
+      except LearnerLost as e:
         counters.reconnections += 1
         connection.reconnect(str(e), settings.reconnect_timeout_s)
     return counters.unrolls
   finally:
-    experiment_lib.clear_stop_request()
+    progress_lib.clear_stop_request()
     connection.close()
-    environment.close()
+    environment.close(timeout=10.)

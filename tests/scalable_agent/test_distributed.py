@@ -19,9 +19,12 @@ import reverb
 import tensorflow as tf
 import tree
 
+from scalable_agent import actor as actor_lib
+from scalable_agent import agent as agent_lib
 from scalable_agent import distributed
 from scalable_agent import environments
 from scalable_agent import experiment
+from scalable_agent import settings as settings_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
@@ -29,19 +32,19 @@ import launch_local_cluster  # pylint: disable=g-import-not-at-top,wrong-import-
 
 LEVEL = 'builtin/find_object'
 # Small and fast: 12 x 12 frames, 3-step unrolls, batches of 2.
-SETTINGS = experiment.Settings(level_name=LEVEL, num_actors=2, batch_size=2, unroll_length=3, num_action_repeats=1,
+SETTINGS = settings_lib.Settings(level_name=LEVEL, num_actors=2, batch_size=2, unroll_length=3, num_action_repeats=1,
                                width=12, height=12, total_environment_frames=10 ** 6)
 
 
 def _learner_side(settings=SETTINGS, run_id='test'):
-  agent = experiment.make_agent(settings, LEVEL)
+  agent = settings_lib.make_agent(settings, LEVEL)
   unroll_spec = distributed.unroll_signature(settings, agent.num_actions, (settings.height, settings.width, 3))
   server = distributed.make_server(unroll_spec, distributed.weights_signature(agent), 0, run_id)
   return agent, unroll_spec, server
 
 
 def _actor_connection(server, settings=SETTINGS):
-  agent = experiment.make_agent(settings, LEVEL)
+  agent = settings_lib.make_agent(settings, LEVEL)
   connection = distributed.LearnerConnection(
       f'localhost:{server.port}', distributed.unroll_signature(settings, agent.num_actions,
                                                                (settings.height, settings.width, 3)),
@@ -52,12 +55,9 @@ def _actor_connection(server, settings=SETTINGS):
 
 def _unrolls(agent, count, seed=3):
   """`count` unrolls of a real Actor (in-process environment, the agent's policy)."""
-  def policy(last_action, env_output, core_state):
-    output, state = agent(last_action, env_output, core_state)
-    return tf.nest.map_structure(lambda t: t.numpy(), (output, experiment.agent_lib.LSTMState(*state)))
   env = environments.environment_constructor(LEVEL, seed, width=12, height=12, num_action_repeats=1)()
-  actor = experiment.Actor(LEVEL, environments.FlowEnvironment(env), policy, SETTINGS.unroll_length,
-                           experiment.initial_agent_state(), experiment.initial_agent_output(agent.num_actions))
+  actor = actor_lib.Actor(LEVEL, environments.FlowEnvironment(env), actor_lib.numpy_policy(agent), SETTINGS.unroll_length,
+                           actor_lib.initial_agent_state(), actor_lib.initial_agent_output(agent.num_actions))
   return [actor.unroll() for _ in range(count)]
 
 
@@ -73,10 +73,10 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
     writer.join(timeout=30)
     assert not writer.is_alive()
 
-    assert isinstance(batch, experiment.ActorOutput)
+    assert isinstance(batch, actor_lib.ActorOutput)
     assert isinstance(batch.env_outputs, environments.StepOutput)
     assert isinstance(batch.env_outputs.info, environments.StepOutputInfo)
-    assert isinstance(batch.agent_outputs, experiment.agent_lib.AgentOutput)
+    assert isinstance(batch.agent_outputs, agent_lib.AgentOutput)
     steps, num_actions = SETTINGS.unroll_length + 1, actor_agent.num_actions
     shapes = {
         'level_name': [2], 'agent_state.c': [2, 256], 'agent_state.h': [2, 256],
@@ -95,8 +95,8 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
     assert flat['env_outputs.info.episode_step'].dtype == tf.int32
     assert flat['agent_outputs.action'].dtype == tf.int32
 
-    # The values are the unrolls', batched as single-machine training batches them (experiment.batch_unrolls).
-    expected = experiment.batch_unrolls(unrolls)
+    # The values are the unrolls', batched as single-machine training batches them (actor_lib.batch_unrolls).
+    expected = actor_lib.batch_unrolls(unrolls)
     np.testing.assert_array_equal([n.decode() for n in batch.level_name.numpy()], [LEVEL, LEVEL])
     for got, want in zip(tf.nest.flatten(batch)[1:], tf.nest.flatten(expected)[1:]):
       got = got.numpy()
@@ -149,7 +149,7 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
   try:
     # The learner goes away: the next call notices, and reconnection retries until a learner is back.
     server.stop()
-    with pytest.raises(distributed._LearnerLost, match='no answer'):  # pylint: disable=protected-access
+    with pytest.raises(distributed.LearnerLost, match='no answer'):
       connection.latest_weights()
     restart = threading.Timer(1.5, lambda: servers.append(distributed.make_server(
         unroll_spec, distributed.weights_signature(learner_agent), port, 'second')))
@@ -164,7 +164,7 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
     # A learner restarted faster than the actor looks: the new run id tells.
     servers[-1].stop()
     servers.append(distributed.make_server(unroll_spec, distributed.weights_signature(learner_agent), port, 'third'))
-    with pytest.raises(distributed._LearnerLost, match='restarted'):  # pylint: disable=protected-access
+    with pytest.raises(distributed.LearnerLost, match='restarted'):
       connection.latest_weights()
     connection.reconnect('test', timeout_s=60)
     assert connection.run_id == 'third'
@@ -212,7 +212,7 @@ def test_actor_setting_errors_are_clear():
 def test_a_learner_port_in_use_is_a_clear_error():
   _, unroll_spec, server = _learner_side()
   try:
-    agent = experiment.make_agent(SETTINGS, LEVEL)
+    agent = settings_lib.make_agent(SETTINGS, LEVEL)
     with pytest.raises(distributed.DistributedSetupError, match=f'cannot serve on port {server.port}: it is in use'):
       distributed.make_server(unroll_spec, distributed.weights_signature(agent), server.port, 'other')
   finally:
