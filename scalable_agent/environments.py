@@ -295,6 +295,11 @@ class AtariEnvironment:
     return len(self._actions)
 
   @property
+  def ale(self):
+    """The emulator (`ale_py.ALEInterface`), for inspection; None after `close()`."""
+    return self._ale
+
+  @property
   def episode_frame_number(self):
     """Emulator frames played in the current game, its no-op start included (ALE's episode frame number)."""
     return self._ale.getEpisodeFrameNumber()
@@ -530,10 +535,12 @@ class BuiltinEnvironment:
         break
     return np.array(reward, dtype=np.float32), np.array(done), self._observation()
 
-  def optimal_action(self):
-    """An action of an optimal policy (towards the named object, around the others); for tests and baselines."""
+  def optimal_action(self, colour=None):
+    """An action of an optimal policy towards the object of `colour` (default: the named one), around the others;
+    for tests and baselines."""
     size = self._task.grid_size
-    goal = tuple(int(i) for i in np.argwhere(self._grid == self._target)[0])
+    target = self._target if colour is None else 2 + self._colour_names.index(colour)
+    goal = tuple(int(i) for i in np.argwhere(self._grid == target)[0])
     # Breadth-first search from the goal over cells that hold no other object.
     distance = np.full((size, size), np.inf)
     distance[goal] = 0
@@ -558,6 +565,22 @@ class BuiltinEnvironment:
   @property
   def num_actions(self):
     return len(BUILTIN_MOVES)
+
+  @property
+  def agent_cell(self):
+    """(row, column) of the agent in the grid."""
+    return self._agent
+
+  @property
+  def object_cells(self):
+    """{colour name: (row, column)} of the objects in the grid."""
+    return {self._colour_names[index - 2]: (int(row), int(column))
+            for (row, column), index in np.ndenumerate(self._grid) if index >= 2}
+
+  @property
+  def moves(self):
+    """Moves made in the current episode (num_action_repeats per agent step, fewer if it ended)."""
+    return self._moves
 
   def close(self):
     pass

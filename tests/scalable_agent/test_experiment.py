@@ -191,7 +191,7 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
     if not kill and frames >= 40:
       victim = actor_threads[0]
       kill['frames'] = frames
-      os.kill(victim.process._process.pid, 9)
+      os.kill(victim.process.pid, 9)
       deadline = time.monotonic() + 60
       while victim.num_restarts == 0 and time.monotonic() < deadline:  # The actor notices and starts a new one.
         time.sleep(.05)
