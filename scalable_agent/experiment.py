@@ -168,7 +168,7 @@ def preflight(program='train'):
   `launcher.System.preflight`); `program` is unused (the mode decides).
 
   Raises:
-    environments.MissingDependencyError: the level needs DeepMind Lab and it is not installed.
+    environment_specs.MissingDependencyError: the level needs DeepMind Lab and it is not installed.
     ValueError: an unknown level, a bad setting (`settings.check_settings`), or a bad setting of a multi-machine job
       (`distributed.check_settings`).
   """
@@ -366,8 +366,8 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
 
 
 def _next_batch(batches, actor_threads, errors, prefetch_thread):
-  """The next prefetched batch, or None when a stop was requested (`progress.request_stop`) while waiting; raises the error
-  of an actor or of the prefetch thread if one failed."""
+  """The next prefetched batch, or None when a stop was requested (`progress.request_stop`) while waiting; raises
+  the error of an actor or of the prefetch thread if one failed."""
   while True:
     for actor_thread in actor_threads:
       if isinstance(actor_thread.error, learner_lib.NonFiniteError):

@@ -626,8 +626,8 @@ def test_an_actor_reports_non_finite_logits(tmp_path):
     variable.assign(tf.fill(variable.shape, np.nan))
   constructor = environments.environment_constructor(settings.level_name, seed=1, width=12, height=12,
                                                       num_action_repeats=1)
-  actor = actor_lib.Actor(settings.level_name, environments.FlowEnvironment(
-      constructor.env_type(**constructor.kwargs)), actor_lib.numpy_policy(agent),
-                          3, actor_lib.initial_agent_state(), actor_lib.initial_agent_output(agent.num_actions))
+  actor = actor_lib.Actor(settings.level_name, environments.FlowEnvironment(constructor.env_type(**constructor.kwargs)),
+                          actor_lib.numpy_policy(agent), 3, actor_lib.initial_agent_state(),
+                          actor_lib.initial_agent_output(agent.num_actions))
   with pytest.raises(learner_lib.NonFiniteError, match=r"the policy's logits are non-finite \(\[nan, nan"):
     actor.unroll()

@@ -33,7 +33,7 @@ import launch_local_cluster  # pylint: disable=g-import-not-at-top,wrong-import-
 LEVEL = 'builtin/find_object'
 # Small and fast: 12 x 12 frames, 3-step unrolls, batches of 2.
 SETTINGS = settings_lib.Settings(level_name=LEVEL, num_actors=2, batch_size=2, unroll_length=3, num_action_repeats=1,
-                               width=12, height=12, total_environment_frames=10 ** 6)
+                                 width=12, height=12, total_environment_frames=10 ** 6)
 
 
 def _learner_side(settings=SETTINGS, run_id='test'):
@@ -56,8 +56,9 @@ def _actor_connection(server, settings=SETTINGS):
 def _unrolls(agent, count, seed=3):
   """`count` unrolls of a real Actor (in-process environment, the agent's policy)."""
   env = environments.environment_constructor(LEVEL, seed, width=12, height=12, num_action_repeats=1)()
-  actor = actor_lib.Actor(LEVEL, environments.FlowEnvironment(env), actor_lib.numpy_policy(agent), SETTINGS.unroll_length,
-                           actor_lib.initial_agent_state(), actor_lib.initial_agent_output(agent.num_actions))
+  actor = actor_lib.Actor(LEVEL, environments.FlowEnvironment(env), actor_lib.numpy_policy(agent),
+                          SETTINGS.unroll_length, actor_lib.initial_agent_state(),
+                          actor_lib.initial_agent_output(agent.num_actions))
   return [actor.unroll() for _ in range(count)]
 
 

@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scalable_agent import atari
+from scalable_agent import builtin
+from scalable_agent import environment_specs
 from scalable_agent import environments
 from scalable_agent.environments import StepOutput, StepOutputInfo
 
@@ -133,7 +136,7 @@ def test_dmlab_specs(fake_lab):
 
 def test_dmlab_missing_module(monkeypatch):
   monkeypatch.setitem(sys.modules, 'deepmind_lab', None)
-  with pytest.raises(environments.MissingDependencyError, match='needs the module deepmind_lab.*bazel build'):
+  with pytest.raises(environment_specs.MissingDependencyError, match='needs the module deepmind_lab.*bazel build'):
     environments.create_environment('rooms_watermaze', seed=1)
 
 
@@ -257,7 +260,7 @@ def test_atari_sizes_and_errors():
   assert c.num_actions == 18 and c.frame_shape == (72, 96, 3)  # The original flags' default size.
   assert c().initial()[0].shape == (72, 96, 3)
   with pytest.raises(ValueError, match="unknown Atari game 'pongg'"):
-    environments.AtariEnvironment('pongg')
+    atari.AtariEnvironment('pongg')
   with pytest.raises(ValueError, match='unknown option.*sticky.*options of AtariEnvironment are: noop_max, '
                                        'full_action_space, terminal_on_life_loss, grayscale, max_episode_frames, '
                                        'frame_stack'):
@@ -395,9 +398,9 @@ def test_builtin_observation():
   frame, instruction = env.initial()
   assert frame.shape == (72, 96, 3) and frame.dtype == np.uint8
   colour = instruction.split()[-1]
-  assert instruction == f'go to the {colour}' and colour in environments.BUILTIN_COLORS
+  assert instruction == f'go to the {colour}' and colour in builtin.BUILTIN_COLORS
   pixels = {tuple(p) for p in frame.reshape(-1, 3)}
-  assert environments.BUILTIN_COLORS[colour] in pixels and environments.BUILTIN_AGENT_COLOR in pixels
+  assert builtin.BUILTIN_COLORS[colour] in pixels and builtin.BUILTIN_AGENT_COLOR in pixels
   assert len(pixels) == 4  # Background, agent, two objects.
   assert (frame[:24, :32] == frame[0, 0]).all()  # Cell (0, 0) of the 3 x 3 grid is 24 x 32 pixels.
   c = environments.environment_constructor('builtin/go_to_color', 1, width=9, height=6)
@@ -437,7 +440,7 @@ def test_builtin_returns_optimal_random_and_action_repeats():
   assert set(np.unique(returns)) == {0., 1.} and 0.13 < returns.mean() < 0.21
   # Two moves per agent step (down, down), in an episode whose agent has no object in the two cells below it.
   for seed in range(100):
-    env = environments.BuiltinEnvironment('find_object', width=5, height=5, seed=seed, num_action_repeats=2)
+    env = builtin.BuiltinEnvironment('find_object', width=5, height=5, seed=seed, num_action_repeats=2)
     env.initial()
     row, column = env.agent_cell
     if row <= 2 and all(cell not in env.object_cells.values() for cell in ((row + 1, column), (row + 2, column))):
@@ -449,7 +452,7 @@ def test_builtin_returns_optimal_random_and_action_repeats():
 
 
 def test_builtin_wrong_object_and_timeout():
-  env = environments.BuiltinEnvironment('go_to_color', width=3, height=3, seed=0)
+  env = builtin.BuiltinEnvironment('go_to_color', width=3, height=3, seed=0)
   # Head for the object the instruction does not name, around the named one: reward -1 when it is entered.
   _, instruction = env.initial()
   (other,) = set(env.object_cells) - {instruction.split()[-1]}
@@ -461,7 +464,7 @@ def test_builtin_wrong_object_and_timeout():
   # Bumping into the wall for max_moves (10) moves ends the episode with reward 0: an episode whose agent starts in
   # the top row, moving up.
   for seed in range(100):
-    env = environments.BuiltinEnvironment('go_to_color', width=3, height=3, seed=seed)
+    env = builtin.BuiltinEnvironment('go_to_color', width=3, height=3, seed=seed)
     env.initial()
     if env.agent_cell[0] == 0:
       break

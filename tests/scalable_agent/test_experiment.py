@@ -69,7 +69,7 @@ def _actor(unroll_length=3):
   env, policy = _ScriptedEnvironment(), _CountingPolicy()
   zeros = np.zeros([1, 4], np.float32)
   actor = actor_lib.Actor('level', environments.FlowEnvironment(env), policy, unroll_length,
-                           agent_lib.LSTMState(zeros, zeros), actor_lib.initial_agent_output(NUM_ACTIONS))
+                          agent_lib.LSTMState(zeros, zeros), actor_lib.initial_agent_output(NUM_ACTIONS))
   return actor, env, policy
 
 
@@ -182,8 +182,8 @@ def test_train_refuses_a_multi_machine_job():
 def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path):
   logdir = str(tmp_path)
   settings = settings_lib.Settings(level_name='builtin/find_object', num_actors=2, batch_size=2, unroll_length=5,
-                                 num_action_repeats=1, width=12, height=12, total_environment_frames=200,
-                                 test_num_episodes=3)
+                                   num_action_repeats=1, width=12, height=12, total_environment_frames=200,
+                                   test_num_episodes=3)
   kill = {}
 
   def hook(actor_threads, metrics):
