@@ -25,6 +25,7 @@ from scalable_agent import distributed
 from scalable_agent import environments
 from scalable_agent import experiment
 from scalable_agent import settings as settings_lib
+from scalable_agent import transport
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
@@ -38,17 +39,17 @@ SETTINGS = settings_lib.Settings(level_name=LEVEL, num_actors=2, batch_size=2, u
 
 def _learner_side(settings=SETTINGS, run_id='test'):
   agent = settings_lib.make_agent(settings, LEVEL)
-  unroll_spec = distributed.unroll_signature(settings, agent.num_actions, (settings.height, settings.width, 3))
-  server = distributed.make_server(unroll_spec, distributed.weights_signature(agent), 0, run_id)
+  unroll_spec = transport.unroll_signature(settings, agent.num_actions, (settings.height, settings.width, 3))
+  server = transport.make_server(unroll_spec, transport.weights_signature(agent), 0, run_id)
   return agent, unroll_spec, server
 
 
 def _actor_connection(server, settings=SETTINGS):
   agent = settings_lib.make_agent(settings, LEVEL)
-  connection = distributed.LearnerConnection(
-      f'localhost:{server.port}', distributed.unroll_signature(settings, agent.num_actions,
+  connection = transport.LearnerConnection(
+      f'localhost:{server.port}', transport.unroll_signature(settings, agent.num_actions,
                                                                (settings.height, settings.width, 3)),
-      distributed.weights_signature(agent))
+      transport.weights_signature(agent))
   connection.connect(timeout_s=5)
   return agent, connection
 
@@ -67,7 +68,7 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
   try:
     actor_agent, connection = _actor_connection(server)
     unrolls = _unrolls(actor_agent, 2)
-    dataset = distributed.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=2)
+    dataset = transport.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=2)
     writer = threading.Thread(target=lambda: [connection.write(u) for u in unrolls])  # The queue holds 1.
     writer.start()
     batch = next(iter(dataset))
@@ -112,7 +113,7 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
 def test_actors_get_the_latest_weights_once_and_the_finished_flag():
   learner_agent, _, server = _learner_side()
   try:
-    publisher = distributed.WeightsPublisher(server.localhost_client(), learner_agent)
+    publisher = transport.WeightsPublisher(server.localhost_client(), learner_agent)
     for variable in learner_agent.trainable_variables:
       variable.assign(tf.random.normal(variable.shape))
     publisher.publish(1234, step=7, block=True)
@@ -150,29 +151,29 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
   try:
     # The learner goes away: the next call notices, and reconnection retries until a learner is back.
     server.stop()
-    with pytest.raises(distributed.LearnerLost, match='no answer'):
+    with pytest.raises(transport.LearnerLost, match='no answer'):
       connection.latest_weights()
-    restart = threading.Timer(1.5, lambda: servers.append(distributed.make_server(
-        unroll_spec, distributed.weights_signature(learner_agent), port, 'second')))
+    restart = threading.Timer(1.5, lambda: servers.append(transport.make_server(
+        unroll_spec, transport.weights_signature(learner_agent), port, 'second')))
     restart.start()
     connection.reconnect('test', timeout_s=60)
     assert connection.run_id == 'second'
-    dataset = distributed.learner_dataset(f'localhost:{port}', unroll_spec, batch_size=1)
+    dataset = transport.learner_dataset(f'localhost:{port}', unroll_spec, batch_size=1)
     connection.write(unroll)
     batch = next(iter(dataset))
     np.testing.assert_array_equal(batch.env_outputs.reward.numpy()[:, 0], unroll.env_outputs.reward)
 
     # A learner restarted faster than the actor looks: the new run id tells.
     servers[-1].stop()
-    servers.append(distributed.make_server(unroll_spec, distributed.weights_signature(learner_agent), port, 'third'))
-    with pytest.raises(distributed.LearnerLost, match='restarted'):
+    servers.append(transport.make_server(unroll_spec, transport.weights_signature(learner_agent), port, 'third'))
+    with pytest.raises(transport.LearnerLost, match='restarted'):
       connection.latest_weights()
     connection.reconnect('test', timeout_s=60)
     assert connection.run_id == 'third'
 
     # Nobody comes back: the actor gives up after the reconnection timeout, with a message.
     servers[-1].stop()
-    with pytest.raises(distributed.LearnerUnreachableError, match='could not reconnect within 2 s'):
+    with pytest.raises(transport.LearnerUnreachableError, match='could not reconnect within 2 s'):
       connection.reconnect('test', timeout_s=2)
   finally:
     connection.close()
@@ -183,10 +184,10 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
 def test_an_actor_with_other_settings_than_the_learner_is_refused():
   _, _, server = _learner_side()
   try:
-    with pytest.raises(distributed.DistributedSetupError, match='expects other unrolls') as error:
+    with pytest.raises(transport.DistributedSetupError, match='expects other unrolls') as error:
       _actor_connection(server, dataclasses.replace(SETTINGS, unroll_length=5))
     assert 'learner float32[4], here float32[6]' in str(error.value)
-    with pytest.raises(distributed.DistributedSetupError, match='expects other unrolls'):
+    with pytest.raises(transport.DistributedSetupError, match='expects other unrolls'):
       _actor_connection(server, dataclasses.replace(SETTINGS, width=16))
   finally:
     server.stop()
@@ -198,13 +199,13 @@ def test_actor_setting_errors_are_clear():
     arguments.update(kwargs)
     return experiment.experiment('/tmp/unused', **arguments)
 
-  with pytest.raises(distributed.DistributedSetupError, match=r'actor task 2 is beyond num_actors=2: actor tasks'):
+  with pytest.raises(transport.DistributedSetupError, match=r'actor task 2 is beyond num_actors=2: actor tasks'):
     actor(task=2, learner_address='localhost:8000')
-  with pytest.raises(distributed.DistributedSetupError, match='an actor needs --learner_address=HOST:PORT'):
+  with pytest.raises(transport.DistributedSetupError, match='an actor needs --learner_address=HOST:PORT'):
     actor()
-  with pytest.raises(distributed.DistributedSetupError, match='learner_address must be HOST:PORT'):
+  with pytest.raises(transport.DistributedSetupError, match='learner_address must be HOST:PORT'):
     actor(learner_address='localhost')
-  with pytest.raises(distributed.DistributedSetupError, match='there is one learner, task 0'):
+  with pytest.raises(transport.DistributedSetupError, match='there is one learner, task 0'):
     experiment.experiment('/tmp/unused', **dict(dataclasses.asdict(SETTINGS), task=1, job_name='learner'))
   with pytest.raises(ValueError, match='multi-machine job'):
     experiment.train('/tmp/unused', dataclasses.replace(SETTINGS, task=0))
@@ -214,8 +215,8 @@ def test_a_learner_port_in_use_is_a_clear_error():
   _, unroll_spec, server = _learner_side()
   try:
     agent = settings_lib.make_agent(SETTINGS, LEVEL)
-    with pytest.raises(distributed.DistributedSetupError, match=f'cannot serve on port {server.port}: it is in use'):
-      distributed.make_server(unroll_spec, distributed.weights_signature(agent), server.port, 'other')
+    with pytest.raises(transport.DistributedSetupError, match=f'cannot serve on port {server.port}: it is in use'):
+      transport.make_server(unroll_spec, transport.weights_signature(agent), server.port, 'other')
   finally:
     server.stop()
 
@@ -223,7 +224,7 @@ def test_a_learner_port_in_use_is_a_clear_error():
 def test_an_unreachable_learner_address_fails_fast_with_the_address_and_how_to_start_the_learner():
   port = portpicker.pick_unused_port()
   start = time.monotonic()
-  with pytest.raises(distributed.LearnerUnreachableError) as error:
+  with pytest.raises(transport.LearnerUnreachableError) as error:
     experiment.experiment('/tmp/unused', **dict(dataclasses.asdict(SETTINGS), task=0, job_name='actor',
                                                 learner_address=f'localhost:{port}', connect_timeout_s=2))
   assert time.monotonic() - start < 30
@@ -285,7 +286,7 @@ def _learner_frames(port, timeout=30):
   """The learner's frame counter, read from its weights table."""
   client = reverb.Client(f'localhost:{port}')
   client.server_info(timeout=timeout)
-  sample = next(client.sample(distributed.WEIGHTS_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
+  sample = next(client.sample(transport.WEIGHTS_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
   return int(sample.data['num_environment_frames'])
 
 
