@@ -30,8 +30,8 @@ RUN_TABLE_PREFIX = 'learner_run_'
 UNROLL_QUEUE_SIZE = 1
 
 POLL_S = 1.  # How often blocking calls look at the connection (and at Ctrl-C).
-_RPC_TIMEOUT_S = 5  # Deadline of one server_info probe (seconds, an int for Reverb).
-_BACKOFF_S = (1., 30.)  # First and largest wait between reconnection attempts.
+RPC_TIMEOUT_S = 5  # Deadline of one server_info probe (seconds, an int for Reverb).
+BACKOFF_S = (1., 30.)  # First and largest wait between reconnection attempts.
 
 _ADDRESS = re.compile(r'^(?P<host>\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(?P<port>\d{1,5})$')
 
@@ -368,12 +368,12 @@ class LearnerConnection:
                     self.address, reason, timeout_s)
     self._close_writer()
     start = time.monotonic()
-    delay, attempt = _BACKOFF_S[0], 0
+    delay, attempt = BACKOFF_S[0], 0
     while True:
       attempt += 1
       remaining = timeout_s - (time.monotonic() - start)
       try:
-        self.connect(min(_RPC_TIMEOUT_S, max(remaining, 1.)))
+        self.connect(min(RPC_TIMEOUT_S, max(remaining, 1.)))
         logging.info('%s: reconnected to the learner at %s (run %s) after %.1f s.', self._name, self.address,
                      self.run_id, time.monotonic() - start)
         return
@@ -389,7 +389,7 @@ class LearnerConnection:
         logging.info('%s: learner at %s unreachable (attempt %d); next attempt in %.0f s.', self._name,
                      self.address, attempt, wait)
         time.sleep(wait)
-        delay = min(2 * delay, _BACKOFF_S[1])
+        delay = min(2 * delay, BACKOFF_S[1])
 
   def _close_writer(self):
     if self._writer is not None:
@@ -405,9 +405,9 @@ class LearnerConnection:
   def _probe(self):
     """server_info of the current learner; raises LearnerLost if unreachable or replaced by a new run."""
     try:
-      infos = self._client.server_info(timeout=_RPC_TIMEOUT_S)
+      infos = self._client.server_info(timeout=RPC_TIMEOUT_S)
     except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
-      raise LearnerLost(f'no answer within {_RPC_TIMEOUT_S} s: {type(e).__name__}') from None
+      raise LearnerLost(f'no answer within {RPC_TIMEOUT_S} s: {type(e).__name__}') from None
     run_id = _run_marker(infos)
     if run_id != self.run_id:
       raise LearnerLost(f'the learner restarted (run {self.run_id} -> {run_id})')

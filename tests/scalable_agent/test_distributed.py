@@ -141,8 +141,8 @@ def test_actors_get_the_latest_weights_once_and_the_finished_flag():
 
 
 def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
-  monkeypatch.setattr(distributed, '_RPC_TIMEOUT_S', 1)
-  monkeypatch.setattr(distributed, '_BACKOFF_S', (.5, 1.))
+  monkeypatch.setattr(transport, 'RPC_TIMEOUT_S', 1)
+  monkeypatch.setattr(transport, 'BACKOFF_S', (.5, 1.))
   learner_agent, unroll_spec, server = _learner_side(run_id='first')
   port = server.port
   actor_agent, connection = _actor_connection(server)
