@@ -68,11 +68,15 @@ def check_settings(settings):
         raise error(f'{name} must be > 0 (seconds), got {getattr(settings, name)}.')
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The learner job.
+
 def _numpy_batch(batch):
   """The parts of a batch the episode logging needs, as NumPy (`actor.finished_episodes`)."""
   level_names = np.array([n.decode() for n in batch.level_name.numpy()], dtype=object)
   env_outputs = tf.nest.map_structure(lambda t: t.numpy(), batch.env_outputs._replace(observation=()))
   return actor_lib.ActorOutput(level_names, None, env_outputs, None)
+
 
 class _BatchReader:
   """Takes batches from the dataset iterator in a helper thread, so that the learner's wait stays interruptible
@@ -213,11 +217,13 @@ def _drain(reader):
       quiet_since = time.monotonic()
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The actor job.
+
 @dataclasses.dataclass
 class _Counters:
   unrolls: int = 0
   reconnections: int = 0
-
 
 
 def _set_single_threaded():

@@ -69,7 +69,6 @@ DEFAULT_ACTION_SET = (
 )
 
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # DeepMind Lab.
 
@@ -159,7 +158,6 @@ class PyProcessDmLab:
     """A nest of `tf.TensorSpec`: the output of `method_name` ('initial' or 'step'), as the original."""
     config = constructor_kwargs['config']
     return environment_specs.method_specs(method_name, int(config.get('height', 240)), int(config.get('width', 320)))
-
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -58,11 +58,9 @@ TEST_SUMMARY_DIR = 'test'  # Test mode's TensorBoard events, under the run direc
 _POLL_S = 0.1  # How often blocked threads look at the stop flag.
 
 
-
 class MissingCheckpointError(FileNotFoundError):
   """Test mode found no readable checkpoint; `user_error`: the launcher prints the message alone (exit 2)."""
   user_error = True
-
 
 
 @gin.configurable('experiment', module='scalable_agent', denylist=['logdir'])

@@ -45,7 +45,6 @@ def clear_stop_request(saves=True):
   _stop_request.update(signal=None, saves=saves)
 
 
-
 def _format_duration(seconds):
   if not np.isfinite(seconds):
     return '?'

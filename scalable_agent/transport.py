@@ -69,7 +69,6 @@ def parse_address(address):
   return match.group('host'), int(match.group('port'))
 
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # What travels through the tables.
 
