@@ -211,7 +211,7 @@ SYSTEMS: Dict[str, System] = {
         markers=('experiment',),
         entry={'train': 'scalable_agent.experiment:experiment', 'eval': 'scalable_agent.experiment:experiment'},
         preflight='scalable_agent.experiment:preflight',
-        stop={'train': 'scalable_agent.experiment:request_stop'}),
+        stop={'train': 'scalable_agent.progress:request_stop'}),
 }
 
 

@@ -55,12 +55,13 @@ def measure_ours(num_actors, seconds):
   import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
   from absl import logging  # pylint: disable=g-import-not-at-top
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top  (registers its gin names)
+  from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
   gin.add_config_file_search_path(os.path.join(REPO_ROOT, 'configs'))
   gin.parse_config_files_and_bindings([os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
                                       [f'experiment.num_actors = {num_actors}'])
-  settings = experiment.Settings(**{name: experiment.bound_value(name)
-                                    for name in experiment.Settings.__dataclass_fields__})
+  settings = settings_lib.Settings(**{name: experiment.bound_value(name)
+                                    for name in settings_lib.Settings.__dataclass_fields__})
   return impala_throughput.timed_training(settings, seconds)[0]
 
 

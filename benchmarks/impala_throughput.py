@@ -41,9 +41,9 @@ SETTINGS = dict(unroll_length=100, num_action_repeats=4, width=96, height=72, to
 
 
 def _settings(num_actors, level_name, **kwargs):
-  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top  (not in the spawned children)
-  return experiment.Settings(level_name=level_name, num_actors=num_actors, batch_size=num_actors, **SETTINGS,
-                             **kwargs)
+  from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top  (not in the children)
+  return settings_lib.Settings(level_name=level_name, num_actors=num_actors, batch_size=num_actors, **SETTINGS,
+                               **kwargs)
 
 
 def _rate(marks):

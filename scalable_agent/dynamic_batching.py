@@ -92,6 +92,18 @@ class Batcher:
   def is_closed(self):
     return self._closed
 
+  @property
+  def num_pending(self):
+    """How many `compute` calls wait for `get_inputs` to take them."""
+    with self._cond:
+      return len(self._inputs)
+
+  @property
+  def num_batches_being_computed(self):
+    """How many batches `get_inputs` handed out whose outputs are not yet set."""
+    with self._cond:
+      return len(self._being_computed)
+
   def compute(self, flat_inputs):
     """Adds one input and blocks until its outputs are set.
 
@@ -331,6 +343,11 @@ class BatchedFunction:
         self._error = e
         batcher.close(cause=e)
         return
+
+  @property
+  def is_running(self):
+    """Whether the batching thread is running (it starts at the first call and stops when the batcher closes)."""
+    return self._thread is not None and self._thread.is_alive()
 
   @property
   def error(self):

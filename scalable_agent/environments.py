@@ -4,7 +4,7 @@ Level names (the `level_name` flag / `experiment.level_name` gin parameter):
   * a DeepMind Lab level, e.g. `explore_goal_locations_small`, or `dmlab30` for the DMLab-30 suite (as the original);
   * `atari/<game>` for an Atari game of the Arcade Learning Environment, `<game>` being an ale-py ROM id such as
     `pong` or `space_invaders` (ale-py ships the ROMs);
-  * `builtin/<task>` for a small NumPy task of this package (`BUILTIN_TASKS`), e.g. `builtin/go_to_color`.
+  * `builtin/<task>` for a small NumPy task of this package (`builtin.BUILTIN_TASKS`), e.g. `builtin/go_to_color`.
 
 Every backend is a class built from picklable arguments (so that it can run in a child process) with
   * `initial()` -> observation;
@@ -20,6 +20,8 @@ environment frames; rewards are summed over them and not clipped (the learner cl
 `environment_constructor(level_name, seed, is_test, ...)` returns the (class, keyword arguments) pair for a level, as
 the original `create_environment` (experiment.py) chose them; `create_environment` builds it in this process.
 `FlowEnvironment` adds the per-episode running return and length, giving the `StepOutput`s that actors feed the agent.
+This module holds what the original `environments.py` held (DeepMind Lab, `FlowEnvironment`, the level choice); the
+Atari and built-in backends are `atari.py` and `builtin.py`, what all backends share `environment_specs.py`.
 Details and the Atari / built-in designs: docs/impala_environments.md.
 """
 
@@ -30,7 +32,10 @@ import inspect
 import gin
 import numpy as np
 
+from scalable_agent import atari
+from scalable_agent import builtin
 from scalable_agent import dmlab30
+from scalable_agent import environment_specs
 
 # One environment step, as the original (reference impala.md section 9.3). The field order is the nest order.
 #   reward: float32, the reward of the step (unclipped);
@@ -41,8 +46,6 @@ from scalable_agent import dmlab30
 StepOutputInfo = collections.namedtuple('StepOutputInfo', ['episode_return', 'episode_step'])
 StepOutput = collections.namedtuple('StepOutput', ['reward', 'info', 'done', 'observation'])
 
-ATARI_PREFIX = 'atari/'
-BUILTIN_PREFIX = 'builtin/'
 DMLAB30_PREFIX = 'contributed/dmlab30/'
 
 DMLAB_INSTALL_HELP = (
@@ -50,13 +53,6 @@ DMLAB_INSTALL_HELP = (
     '(github.com/google-deepmind/lab: `bazel build -c opt //python/pip_package:build_pip_package`, then '
     '`./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg` and '
     '`pip install /tmp/dmlab_pkg/deepmind_lab-*.whl`); README.md, section "DeepMind Lab (optional)", has the steps.')
-
-# The original flags that shape an environment, with the original defaults (experiment.py).
-DEFAULT_WIDTH = 96
-DEFAULT_HEIGHT = 72
-DEFAULT_NUM_ACTION_REPEATS = 4
-# DeepMind Lab's `mixerSeed` in test mode (original create_environment): levels differ from the training ones.
-TEST_MIXER_SEED = 0x600D5EED
 
 # DeepMind Lab actions: [LOOK_LEFT_RIGHT_PIXELS_PER_FRAME, LOOK_DOWN_UP_PIXELS_PER_FRAME, STRAFE_LEFT_RIGHT,
 # MOVE_BACK_FORWARD, FIRE, JUMP, CROUCH]. The original's nine actions, in its order (paper Table D.2).
@@ -71,35 +67,6 @@ DEFAULT_ACTION_SET = (
     (20, 0, 0, 1, 0, 0, 0),   # Look Right + Forward
     (0, 0, 0, 0, 1, 0, 0),    # Fire
 )
-
-
-class MissingDependencyError(ImportError):
-  """An optional dependency that a configuration needs is not installed; the message says how to install it."""
-
-
-def _observation_specs(height, width, channels=3):
-  """TensorSpecs of an observation: (frame uint8 [height, width, channels], instruction string [])."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (only the parent process asks for specs)
-  return (tf.TensorSpec([height, width, channels], tf.uint8), tf.TensorSpec([], tf.string))
-
-
-def _method_specs(method_name, height, width, channels=3):
-  """The specs of `initial` (an observation) and `step` ((reward, done, observation)); None for other methods."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  observation_spec = _observation_specs(height, width, channels)
-  if method_name == 'initial':
-    return observation_spec
-  if method_name == 'step':
-    return (tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.bool), observation_spec)
-  return None
-
-
-def _check_action(action, num_actions):
-  """Returns `action` as a Python int in [0, num_actions); ValueError otherwise."""
-  index = int(action)
-  if index != action or not 0 <= index < num_actions:
-    raise ValueError(f'action must be an integer index in [0, {num_actions}); got {action!r}.')
-  return index
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -128,13 +95,13 @@ class PyProcessDmLab:
         default.
 
     Raises:
-      MissingDependencyError: `deepmind_lab` cannot be imported.
+      environment_specs.MissingDependencyError: `deepmind_lab` cannot be imported.
     """
     try:
       deepmind_lab = importlib.import_module('deepmind_lab')
     except ImportError as e:
-      raise MissingDependencyError(f'DeepMind Lab level {level!r} needs the module deepmind_lab ({e}). '
-                                   f'{DMLAB_INSTALL_HELP}') from None
+      raise environment_specs.MissingDependencyError(
+          f'DeepMind Lab level {level!r} needs the module deepmind_lab ({e}). {DMLAB_INSTALL_HELP}') from None
     self._num_action_repeats = num_action_repeats
     self._random_state = np.random.RandomState(seed=seed)
     self._action_set = np.array(action_set, dtype=np.intc)
@@ -166,7 +133,7 @@ class PyProcessDmLab:
     Returns:
       (reward float32 [], done bool [], observation); when done, the observation is the next episode's first.
     """
-    raw_action = self._action_set[_check_action(action, len(self._action_set))]
+    raw_action = self._action_set[environment_specs.check_action(action, len(self._action_set))]
     reward = self._env.step(raw_action, num_steps=self._num_action_repeats)
     done = np.array(not self._env.is_running())
     if done:
@@ -190,387 +157,7 @@ class PyProcessDmLab:
   def _tensor_specs(method_name, unused_kwargs, constructor_kwargs):
     """A nest of `tf.TensorSpec`: the output of `method_name` ('initial' or 'step'), as the original."""
     config = constructor_kwargs['config']
-    return _method_specs(method_name, int(config.get('height', 240)), int(config.get('width', 320)))
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Atari (Arcade Learning Environment through ale-py).
-
-def _area_resize_matrix(source_size, target_size):
-  """float32 [target_size, source_size]: row i averages the source pixels under target pixel i, by overlap.
-
-  Applied on both axes this is area interpolation (OpenCV's INTER_AREA) for any pair of sizes.
-  """
-  scale = source_size / target_size
-  starts = np.arange(target_size)[:, None] * scale
-  pixels = np.arange(source_size)[None, :]
-  overlap = np.clip(np.minimum(pixels + 1, starts + scale) - np.maximum(pixels, starts), 0, None)
-  return (overlap / scale).astype(np.float32)
-
-
-# ITU-R BT.601 luma, as the DQN preprocessing (and OpenCV's RGB2GRAY).
-_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
-
-
-@gin.configurable('AtariEnvironment', module='scalable_agent',
-                  denylist=['game', 'width', 'height', 'num_action_repeats', 'seed'])
-class AtariEnvironment:
-  """An Atari game with the preprocessing of the IMPALA paper's Atari experiments (docs/impala_environments.md).
-
-  * No sticky actions (`repeat_action_probability` 0), one emulator frame per ALE `act`.
-  * One `step` = one agent step = `num_action_repeats` emulator frames with the same action, rewards summed
-    (unclipped; fewer frames when the episode ends first); the frame is the pixel-wise max of the step's last two
-    emulator frames (against flicker; the one frame of a one-frame step), shrunk to
-    [height, width] by area averaging, RGB (3 channels) or, with `grayscale`, luma (1 channel).
-  * `frame_stack` = k > 1: the observation is the last k frames along the channel axis, oldest first: uint8
-    [height, width, k·c] (c = 1 grey, 3 RGB). At the start of an episode (a new game or, with
-    `terminal_on_life_loss`, a lost life) the stack holds its first frame k times.
-  * Each game starts with a random number, uniform in [1, noop_max], of no-op emulator frames.
-  * `terminal_on_life_loss`: losing a life ends the episode for the agent (`done`) without resetting the game: the
-    next episode continues from the current frame. The game is reset when it is over.
-  * A game is cut after `max_episode_frames` emulator frames (ALE's `max_num_frames_per_episode`).
-  Instruction: '' (empty).
-
-  The settings after `seed` are gin parameters `AtariEnvironment.<name>` (configs/impala_atari.gin sets the paper's);
-  `environment_constructor` passes their bound values to the environment's process.
-  """
-
-  def __init__(self, game, width=84, height=84, num_action_repeats=4, seed=1, noop_max=30, full_action_space=False,
-               terminal_on_life_loss=True, grayscale=False, max_episode_frames=108000, frame_stack=1):
-    """Loads the ROM.
-
-    Args:
-      game: ale-py ROM id, e.g. 'pong'.
-      width, height: frame size in pixels.
-      num_action_repeats: emulator frames per agent step (>= 1).
-      seed: seeds the no-op starts and ALE's own random generator.
-      noop_max: most no-op emulator frames at the start of a game (0: none).
-      full_action_space: the 18 actions of the console instead of the game's minimal set.
-      terminal_on_life_loss: `done` when a life is lost (training); False: only when the game is over (evaluation).
-      grayscale: grey frames (luma, 1 channel) instead of RGB (3 channels).
-      max_episode_frames: emulator frames after which a game is cut (0: never).
-      frame_stack: frames per observation, stacked along the channel axis (1: no stack).
-
-    Raises:
-      ValueError: an unknown game or a bad setting.
-    """
-    from ale_py import Action, ALEInterface, LoggerMode, roms  # pylint: disable=g-import-not-at-top
-    games = roms.get_all_rom_ids()
-    if game not in games:
-      raise ValueError(f'unknown Atari game {game!r}; ale-py has: {", ".join(games)}.')
-    if num_action_repeats < 1 or noop_max < 0 or width < 1 or height < 1 or frame_stack < 1:
-      raise ValueError(f'need num_action_repeats >= 1, noop_max >= 0, frame_stack >= 1 and a positive frame size; '
-                       f'got num_action_repeats={num_action_repeats}, noop_max={noop_max}, frame_stack={frame_stack}, '
-                       f'{width}x{height}.')
-    self._num_action_repeats = num_action_repeats
-    self._noop_max = noop_max
-    self._terminal_on_life_loss = terminal_on_life_loss
-    self._grayscale = grayscale
-    self._random_state = np.random.RandomState(seed=seed)
-    ALEInterface.setLoggerMode(LoggerMode.Error)
-    self._ale = ALEInterface()
-    self._ale.setInt('random_seed', int(self._random_state.randint(0, 2 ** 31 - 1)))
-    self._ale.setFloat('repeat_action_probability', 0.0)
-    self._ale.setInt('frame_skip', 1)
-    self._ale.setInt('max_num_frames_per_episode', max_episode_frames)
-    self._ale.loadROM(roms.get_rom_path(game))
-    self._actions = self._ale.getLegalActionSet() if full_action_space else self._ale.getMinimalActionSet()
-    screen_height, screen_width = self._ale.getScreenDims()
-    self._screens = np.zeros((2, screen_height, screen_width, 3), np.uint8)  # The last two screens; 0 the newest.
-    # Preprocessing buffers, allocated once (fresh arrays of this size cost more than the arithmetic).
-    channels = 1 if grayscale else 3
-    self._pooled = np.zeros((screen_height, screen_width, 3), np.uint8)
-    self._float_screen = np.zeros((screen_height, screen_width * channels), np.float32)
-    self._resize_rows = _area_resize_matrix(screen_height, height)  # [height, screen_height]
-    self._resized_rows = np.zeros((height, screen_width * channels), np.float32)
-    self._channels_first = np.zeros((height * channels, screen_width), np.float32)
-    self._resize_columns_t = _area_resize_matrix(screen_width, width).T.copy()  # [screen_width, width]
-    self._resized = np.zeros((height * channels, width), np.float32)
-    self._stack = np.zeros((height, width, channels * frame_stack), np.uint8)  # Oldest frame first.
-    self._noop = Action.NOOP
-    self._lives = 0
-
-  @property
-  def num_actions(self):
-    return len(self._actions)
-
-  @property
-  def episode_frame_number(self):
-    """Emulator frames played in the current game, its no-op start included (ALE's episode frame number)."""
-    return self._ale.getEpisodeFrameNumber()
-
-  def _frame(self, newest, num_screens):
-    """The agent's frame, a new uint8 [height, width, c], from the screen in slot `newest` (num_screens 1) or the
-    max of both slots (2)."""
-    if num_screens == 2:
-      np.maximum(self._screens[0], self._screens[1], out=self._pooled)
-    else:
-      self._pooled[:] = self._screens[newest]
-    height, width = self._resize_rows.shape[0], self._resize_columns_t.shape[1]
-    screen_width = self._resize_columns_t.shape[0]
-    if self._grayscale:
-      np.matmul(self._pooled, _LUMA, out=self._float_screen)
-    else:
-      self._float_screen.reshape(self._pooled.shape)[:] = self._pooled
-    # Area averaging: rows, then columns (with the channels moved before the columns to make it one product).
-    np.matmul(self._resize_rows, self._float_screen, out=self._resized_rows)
-    channels = self._resized_rows.shape[1] // screen_width
-    self._channels_first.reshape(height, channels, screen_width)[:] = (
-        self._resized_rows.reshape(height, screen_width, channels).transpose(0, 2, 1))
-    np.matmul(self._channels_first, self._resize_columns_t, out=self._resized)
-    np.add(self._resized, 0.5, out=self._resized)  # Round to nearest (values are in [0, 255]).
-    return self._resized.reshape(height, channels, width).transpose(0, 2, 1).astype(np.uint8)
-
-  def _observe(self, frame, new_episode):
-    """The observation, a new uint8 [height, width, k·c]: `frame` pushed onto the stack (filling it if
-    `new_episode`)."""
-    channels = frame.shape[2]
-    if self._stack.shape[2] == channels:
-      return frame
-    if new_episode:
-      self._stack[:] = np.tile(frame, (1, 1, self._stack.shape[2] // channels))
-    else:
-      self._stack[:, :, :-channels] = self._stack[:, :, channels:]
-      self._stack[:, :, -channels:] = frame
-    return self._stack.copy()
-
-  def _reset_game(self):
-    """Resets the game and plays the no-op start. Returns the first frame."""
-    self._ale.reset_game()
-    num_noops = self._random_state.randint(1, self._noop_max + 1) if self._noop_max > 0 else 0
-    for _ in range(num_noops):
-      self._ale.act(self._noop)
-      if self._ale.game_over():
-        self._ale.reset_game()
-    self._lives = self._ale.lives()
-    self._ale.getScreenRGB(self._screens[0])
-    return self._observe(self._frame(0, 1), new_episode=True)
-
-  def initial(self):
-    """Starts a game. Returns (frame uint8 [height, width, channels], instruction '')."""
-    return self._reset_game(), ''
-
-  def step(self, action):
-    """One agent step: the action for `num_action_repeats` emulator frames (fewer if the episode ends first).
-
-    Args:
-      action: int index into the action set (minimal or full).
-
-    Returns:
-      (reward float32 [], done bool [], observation): the reward summed over the frames; when done, the observation
-      is the next episode's first (after a game over: a new game with its no-op start; after a lost life with
-      `terminal_on_life_loss`: the current frame).
-    """
-    ale_action = self._actions[_check_action(action, len(self._actions))]
-    reward = 0.
-    newest = 1
-    life_lost = game_over = False
-    for repeat in range(self._num_action_repeats):
-      reward += self._ale.act(ale_action)
-      newest ^= 1  # The two screen slots alternate: the last two frames' screens, whichever frame ends the step.
-      self._ale.getScreenRGB(self._screens[newest])
-      game_over = self._ale.game_over()
-      lives = self._ale.lives()
-      life_lost = self._terminal_on_life_loss and lives < self._lives
-      self._lives = lives
-      if game_over or life_lost:
-        break
-    done = game_over or life_lost
-    if game_over:
-      frame = self._reset_game()
-    else:
-      frame = self._observe(self._frame(newest, min(repeat + 1, 2)), new_episode=life_lost)
-    return np.array(reward, dtype=np.float32), np.array(done), (frame, '')
-
-  def close(self):
-    self._ale = None
-
-  @staticmethod
-  def _num_actions(constructor_kwargs):
-    if constructor_kwargs.get('full_action_space', False):
-      return 18
-    from ale_py import ALEInterface, LoggerMode, roms  # pylint: disable=g-import-not-at-top
-    ALEInterface.setLoggerMode(LoggerMode.Error)
-    ale = ALEInterface()
-    ale.loadROM(roms.get_rom_path(constructor_kwargs['game']))
-    return len(ale.getMinimalActionSet())
-
-  @staticmethod
-  def _tensor_specs(method_name, unused_kwargs, constructor_kwargs):
-    """A nest of `tf.TensorSpec`: the output of `method_name` ('initial' or 'step')."""
-    channels = (1 if constructor_kwargs.get('grayscale', False) else 3) * constructor_kwargs.get('frame_stack', 1)
-    return _method_specs(method_name, constructor_kwargs.get('height', 84), constructor_kwargs.get('width', 84),
-                         channels)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Built-in task.
-
-# Object colours of the built-in tasks (name -> RGB), in the order of their index; the agent is white.
-BUILTIN_COLORS = collections.OrderedDict([
-    ('red', (255, 0, 0)), ('green', (0, 255, 0)), ('blue', (0, 0, 255)), ('yellow', (255, 255, 0))])
-BUILTIN_AGENT_COLOR = (255, 255, 255)
-# Grid moves of the built-in tasks' actions: (row, column) deltas for up, down, left, right.
-BUILTIN_MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
-BUILTIN_ACTION_NAMES = ('up', 'down', 'left', 'right')
-
-BuiltinTask = collections.namedtuple('BuiltinTask', ['grid_size', 'num_objects', 'max_moves'])
-# name -> task; docs/impala_environments.md gives each task's random, instruction-blind and optimal returns.
-BUILTIN_TASKS = collections.OrderedDict([
-    # Reactive: one object; the instruction names its colour but carries no choice. Learnt in minutes on a CPU.
-    ('find_object', BuiltinTask(grid_size=5, num_objects=1, max_moves=8)),
-    # The instruction matters: two objects, reward +1 for the named one and -1 for the other. Much slower to learn.
-    ('go_to_color', BuiltinTask(grid_size=3, num_objects=2, max_moves=10)),
-])
-
-
-def _check_builtin_task(task):
-  if task not in BUILTIN_TASKS:
-    raise ValueError(f'unknown built-in level {BUILTIN_PREFIX + task!r}. Built-in levels: '
-                     f'{", ".join(BUILTIN_PREFIX + name for name in BUILTIN_TASKS)}.')
-
-
-class BuiltinEnvironment:
-  """A tiny grid task drawn in NumPy with an instruction "go to the <colour>" (`BUILTIN_TASKS`).
-
-  An episode: a grid of grid_size x grid_size cells holds the agent (white) and `num_objects` objects of distinct
-  colours (from `BUILTIN_COLORS`), all in distinct random cells; the instruction names the colour of one of them,
-  e.g. 'go to the red'. Moves (actions up, down, left, right) that would leave the grid leave the agent where it is.
-  Entering the named object's cell gives reward +1, another object's cell -1; either ends the episode, and so does
-  the `max_moves`-th move without reaching an object (reward 0). Episode returns are in {-1, 0, +1}; an optimal
-  policy always gets +1. With two objects (`go_to_color`) a policy that ignores the instruction gets 0 on average;
-  with one (`find_object`) the task is reactive. Random and optimal returns: docs/impala_environments.md.
-
-  One `step` is `num_action_repeats` moves with the same action (stopping when the episode ends), so with
-  num_action_repeats = 1 one agent step is one move and the frame counters count moves. The frame is the grid scaled
-  to [height, width] (nearest cell), black background. Deterministic given `seed`; test mode (`is_test`) draws the
-  episodes from another stream of the same distribution (the seed is mixed with DMLab's test `mixerSeed`).
-  """
-
-  def __init__(self, task, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, num_action_repeats=1, seed=1, is_test=False):
-    """Builds the task.
-
-    Args:
-      task: a key of `BUILTIN_TASKS`.
-      width, height: frame size in pixels, at least the grid size.
-      num_action_repeats: moves per agent step (>= 1).
-      seed: seed of the episodes (layouts and instructions).
-      is_test: draw the episodes from the test stream.
-
-    Raises:
-      ValueError: an unknown task or a bad setting.
-    """
-    _check_builtin_task(task)
-    self._task = BUILTIN_TASKS[task]
-    size = self._task.grid_size
-    if width < size or height < size or num_action_repeats < 1:
-      raise ValueError(f'built-in level {task!r} needs width and height >= {size} and num_action_repeats >= 1; got '
-                       f'{width}x{height}, num_action_repeats={num_action_repeats}.')
-    self._num_action_repeats = num_action_repeats
-    self._random_state = np.random.RandomState(seed=(seed ^ TEST_MIXER_SEED) if is_test else seed)
-    self._rows = (np.arange(height) * size) // height  # Grid row of each pixel row.
-    self._columns = (np.arange(width) * size) // width
-    self._palette = np.array([(0, 0, 0), BUILTIN_AGENT_COLOR] + list(BUILTIN_COLORS.values()), dtype=np.uint8)
-    self._colour_names = list(BUILTIN_COLORS)
-    self._grid = np.zeros((size, size), np.int64)  # Palette index per cell: 0 empty, 1 agent, 2 + c colour c.
-    self._agent = None
-    self._target = None
-    self._moves = 0
-    self._instruction = ''
-
-  def _reset(self):
-    size, num_objects = self._task.grid_size, self._task.num_objects
-    cells = self._random_state.choice(size * size, num_objects + 1, replace=False)
-    colours = self._random_state.choice(len(self._colour_names), num_objects, replace=False)
-    target = self._random_state.randint(num_objects)
-    self._grid[:] = 0
-    self._agent = divmod(int(cells[0]), size)
-    self._grid[self._agent] = 1
-    for cell, colour in zip(cells[1:], colours):
-      self._grid[divmod(int(cell), size)] = 2 + colour
-    self._target = 2 + colours[target]
-    self._instruction = f'go to the {self._colour_names[colours[target]]}'
-    self._moves = 0
-
-  def _observation(self):
-    return self._palette[self._grid[self._rows[:, None], self._columns[None, :]]], self._instruction
-
-  def _move(self, action):
-    """One move. Returns (reward, done)."""
-    size = self._task.grid_size
-    row = min(max(self._agent[0] + BUILTIN_MOVES[action][0], 0), size - 1)
-    column = min(max(self._agent[1] + BUILTIN_MOVES[action][1], 0), size - 1)
-    self._moves += 1
-    cell = self._grid[row, column]
-    if cell >= 2:
-      return (1. if cell == self._target else -1.), True
-    self._grid[self._agent] = 0
-    self._agent = (row, column)
-    self._grid[self._agent] = 1
-    return 0., self._moves >= self._task.max_moves
-
-  def initial(self):
-    """Starts an episode. Returns (frame uint8 [height, width, 3], instruction str)."""
-    self._reset()
-    return self._observation()
-
-  def step(self, action):
-    """One agent step: `num_action_repeats` moves in the direction `action` (0 up, 1 down, 2 left, 3 right).
-
-    Returns:
-      (reward float32 [], done bool [], observation); when done, the observation is the next episode's first.
-    """
-    action = _check_action(action, len(BUILTIN_MOVES))
-    reward, done = 0., False
-    for _ in range(self._num_action_repeats):
-      move_reward, done = self._move(action)
-      reward += move_reward
-      if done:
-        self._reset()
-        break
-    return np.array(reward, dtype=np.float32), np.array(done), self._observation()
-
-  def optimal_action(self):
-    """An action of an optimal policy (towards the named object, around the others); for tests and baselines."""
-    size = self._task.grid_size
-    goal = tuple(int(i) for i in np.argwhere(self._grid == self._target)[0])
-    # Breadth-first search from the goal over cells that hold no other object.
-    distance = np.full((size, size), np.inf)
-    distance[goal] = 0
-    frontier = [goal]
-    while frontier:
-      next_frontier = []
-      for r, c in frontier:
-        for dr, dc in BUILTIN_MOVES:
-          cell = (r + dr, c + dc)
-          if (0 <= cell[0] < size and 0 <= cell[1] < size and distance[cell] == np.inf and
-              (self._grid[cell] <= 1)):
-            distance[cell] = distance[r, c] + 1
-            next_frontier.append(cell)
-      frontier = next_frontier
-    best, best_distance = 0, np.inf
-    for action, (dr, dc) in enumerate(BUILTIN_MOVES):
-      cell = (min(max(self._agent[0] + dr, 0), size - 1), min(max(self._agent[1] + dc, 0), size - 1))
-      if distance[cell] < best_distance:
-        best, best_distance = action, distance[cell]
-    return best
-
-  @property
-  def num_actions(self):
-    return len(BUILTIN_MOVES)
-
-  def close(self):
-    pass
-
-  @staticmethod
-  def _num_actions(unused_constructor_kwargs):
-    return len(BUILTIN_MOVES)
-
-  @staticmethod
-  def _tensor_specs(method_name, unused_kwargs, constructor_kwargs):
-    """A nest of `tf.TensorSpec`: the output of `method_name` ('initial' or 'step')."""
-    return _method_specs(method_name, constructor_kwargs.get('height', DEFAULT_HEIGHT),
-                         constructor_kwargs.get('width', DEFAULT_WIDTH))
+    return environment_specs.method_specs(method_name, int(config.get('height', 240)), int(config.get('width', 320)))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -578,9 +165,9 @@ class BuiltinEnvironment:
 
 def level_backend(level_name):
   """Returns 'atari', 'builtin' or 'dmlab' for a level name (see the module docstring)."""
-  if level_name.startswith(ATARI_PREFIX):
+  if level_name.startswith(atari.LEVEL_PREFIX):
     return 'atari'
-  if level_name.startswith(BUILTIN_PREFIX):
+  if level_name.startswith(builtin.LEVEL_PREFIX):
     return 'builtin'
   return 'dmlab'
 
@@ -589,26 +176,26 @@ def check_level_available(level_name):
   """Checks, without starting anything, that `level_name` can run on this machine.
 
   Raises:
-    MissingDependencyError: the level needs DeepMind Lab and `deepmind_lab` is not importable.
+    environment_specs.MissingDependencyError: the level needs DeepMind Lab and `deepmind_lab` is not importable.
     ValueError: an Atari level names a game that ale-py does not have, or an unknown built-in level (the message lists
       the valid ones).
   """
   backend = level_backend(level_name)
   if backend == 'atari':
     from ale_py import roms  # pylint: disable=g-import-not-at-top
-    game = level_name[len(ATARI_PREFIX):]
+    game = level_name[len(atari.LEVEL_PREFIX):]
     games = roms.get_all_rom_ids()
     if game not in games:
       raise ValueError(f'unknown Atari level {level_name!r}: ale-py has no ROM {game!r}. Atari levels are '
-                       f'{ATARI_PREFIX}<game> with <game> one of: {", ".join(games)}.')
+                       f'{atari.LEVEL_PREFIX}<game> with <game> one of: {", ".join(games)}.')
     return
   if backend == 'builtin':
-    _check_builtin_task(level_name[len(BUILTIN_PREFIX):])
+    builtin.check_task(level_name[len(builtin.LEVEL_PREFIX):])
     return
   try:
     importlib.import_module('deepmind_lab')
   except ImportError as e:
-    raise MissingDependencyError(
+    raise environment_specs.MissingDependencyError(
         f'level {level_name!r} runs on DeepMind Lab, but the Python module deepmind_lab cannot be imported '
         f'({e}). {DMLAB_INSTALL_HELP} Atari needs no extra install: configs/impala_atari.gin.') from None
 
@@ -635,8 +222,9 @@ class EnvironmentConstructor(collections.namedtuple('EnvironmentConstructor', ['
     return self.env_type._tensor_specs(method_name, {}, self.kwargs)  # pylint: disable=protected-access
 
 
-def environment_constructor(level_name, seed, is_test=False, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT,
-                            dataset_path='', num_action_repeats=DEFAULT_NUM_ACTION_REPEATS, **options):
+def environment_constructor(level_name, seed, is_test=False, width=environment_specs.DEFAULT_WIDTH,
+                            height=environment_specs.DEFAULT_HEIGHT, dataset_path='',
+                            num_action_repeats=environment_specs.DEFAULT_NUM_ACTION_REPEATS, **options):
   """The environment of one actor (or of test mode), as the original `create_environment` (experiment.py) chose it.
 
   DeepMind Lab: levels of DMLab-30 get the prefix 'contributed/dmlab30/'; config width, height, datasetPath
@@ -672,17 +260,17 @@ def environment_constructor(level_name, seed, is_test=False, width=DEFAULT_WIDTH
     config = {'width': width, 'height': height, 'datasetPath': dataset_path, 'logLevel': 'WARN'}
     if is_test:
       config['allowHoldOutLevels'] = 'true'
-      config['mixerSeed'] = TEST_MIXER_SEED
+      config['mixerSeed'] = environment_specs.TEST_MIXER_SEED
     env_type = PyProcessDmLab
     kwargs = dict(level=level_name, config=config, num_action_repeats=num_action_repeats, seed=seed)
   elif backend == 'atari':
-    env_type = AtariEnvironment
-    kwargs = dict(game=level_name[len(ATARI_PREFIX):], width=width, height=height,
+    env_type = atari.AtariEnvironment
+    kwargs = dict(game=level_name[len(atari.LEVEL_PREFIX):], width=width, height=height,
                   num_action_repeats=num_action_repeats, seed=seed)
   else:
-    task = level_name[len(BUILTIN_PREFIX):]
-    _check_builtin_task(task)
-    env_type = BuiltinEnvironment
+    task = level_name[len(builtin.LEVEL_PREFIX):]
+    builtin.check_task(task)
+    env_type = builtin.BuiltinEnvironment
     kwargs = dict(task=task, width=width, height=height, num_action_repeats=num_action_repeats, seed=seed,
                   is_test=is_test)
   allowed = [name for name in inspect.signature(env_type.__init__).parameters if name not in kwargs and name != 'self']

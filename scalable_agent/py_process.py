@@ -24,6 +24,7 @@ import inspect
 import logging
 import multiprocessing
 import multiprocessing.pool
+import os
 import pickle
 import signal
 import threading
@@ -58,8 +59,14 @@ def _close_quietly(obj):
       logging.exception('close() of %s failed after an earlier error', type(obj).__name__)
 
 
-def _worker(type_, args, kwargs, conn):
-  """The child's main loop (module level, so that `spawn` can import it)."""
+def _worker(environment, constructor, conn):
+  """The child's main loop (module level, so that `spawn` can import it).
+
+  `environment` (dict str -> str) goes into the child's own `os.environ` before `constructor` (the pickled class,
+  args and kwargs) is unpickled, i.e. before the class's module (and NumPy, e.g. OPENBLAS_NUM_THREADS) is imported.
+  """
+  os.environ.update(environment)
+  type_, args, kwargs = pickle.loads(constructor)  # Fails (the child exits, start() says so) if not importable.
   # Ctrl-C reaches the whole process group: the parent decides when the child closes (or dies, which ends the loop
   # below with end of stream), so that the object's close() runs once, in order.
   # The same for SIGTERM, which a scheduler sends to every process of the job: the parent stops after its checkpoint
@@ -195,8 +202,17 @@ class PyProcess:
   def __repr__(self):
     return f'PyProcess({self.type.__name__}, pid={self._process.pid if self._process else None})'
 
-  def start(self):
+  @property
+  def pid(self):
+    """The child's process id; None before `start()`."""
+    return self._process.pid if self._process is not None else None
+
+  def start(self, environment=None):
     """Starts the child and waits until the object is constructed.
+
+    Args:
+      environment: optional dict of environment variables (str -> str) set in the child's own environment before
+        the object's module is imported (e.g. {'OPENBLAS_NUM_THREADS': '1'}); this process's is not touched.
 
     Raises:
       The constructor's exception (same type and message; a note carries the child's traceback).
@@ -205,7 +221,8 @@ class PyProcess:
     if self._process is not None:
       raise RuntimeError(f'{self!r} was already started')
     self._conn, child_conn = _CONTEXT.Pipe()
-    self._process = _CONTEXT.Process(target=_worker, args=(self.type, self._args, self._kwargs, child_conn),
+    constructor = pickle.dumps((self.type, self._args, self._kwargs))
+    self._process = _CONTEXT.Process(target=_worker, args=(dict(environment or {}), constructor, child_conn),
                                      name=f'PyProcess-{self.type.__name__}', daemon=True)
     self._process.start()
     child_conn.close()  # So that the child's death reads as end of stream here.
@@ -310,13 +327,13 @@ def _capture(fn, p):
     return e
 
 
-def start_all(processes):
-  """Starts `processes` concurrently (the original's `PyProcessHook.begin`).
+def start_all(processes, environment=None):
+  """Starts `processes` concurrently (the original's `PyProcessHook.begin`); `environment`: see `PyProcess.start`.
 
   If any fails, all of them are closed and the first error (in list order) is raised.
   """
   processes = list(processes)
-  errors = [e for e in _map_in_threads(PyProcess.start, processes) if e is not None]
+  errors = [e for e in _map_in_threads(lambda p: p.start(environment), processes) if e is not None]
   if errors:
     close_all(processes)
     raise errors[0]

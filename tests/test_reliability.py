@@ -460,10 +460,10 @@ def test_impala_divergence_stops_before_a_non_finite_checkpoint(tmp_path):
 
 
 def _impala_learner(checkpoint_interval_s=600.):
-  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
-  settings = experiment.Settings(level_name='builtin/find_object', width=12, height=12, batch_size=2,
-                                 unroll_length=3, num_action_repeats=1, checkpoint_interval_s=checkpoint_interval_s)
-  return (settings,) + experiment.make_agent_and_learner(settings, settings.level_name)
+  from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
+  settings = settings_lib.Settings(level_name='builtin/find_object', width=12, height=12, batch_size=2,
+                                   unroll_length=3, num_action_repeats=1, checkpoint_interval_s=checkpoint_interval_s)
+  return (settings,) + settings_lib.make_agent_and_learner(settings, settings.level_name)
 
 
 def _impala_manager(directory, agent, learner):
@@ -571,10 +571,10 @@ def test_learner_names_the_non_finite_step_and_tensors(tmp_path):
   before any checkpoint of them."""
   from scalable_agent import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from scalable_agent import environments  # pylint: disable=g-import-not-at-top
-  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
   from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
+  from scalable_agent import progress as progress_lib  # pylint: disable=g-import-not-at-top
   settings, agent, learner = _impala_learner(checkpoint_interval_s=0.)
-  progress = experiment.LearnerProgress(str(tmp_path), settings, learner, _impala_manager(tmp_path, agent, learner))
+  progress = progress_lib.LearnerProgress(str(tmp_path), settings, learner, _impala_manager(tmp_path, agent, learner))
   progress.start()
   t, b = settings.unroll_length + 1, settings.batch_size
   rewards = np.zeros([t, b], np.float32)
@@ -618,17 +618,16 @@ def test_impala_resumes_an_original_tf1_checkpoint(tmp_path):
 def test_an_actor_reports_non_finite_logits(tmp_path):
   """An agent whose parameters diverged (NaN): the actor says its logits are non-finite instead of passing the
   action sampled from them to the environment (before: "action must be an integer index in [0, 4); got 4")."""
+  from scalable_agent import actor as actor_lib  # pylint: disable=g-import-not-at-top
   from scalable_agent import environments  # pylint: disable=g-import-not-at-top
-  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
   from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
   settings, agent, _ = _impala_learner()
   for variable in agent.trainable_variables:
     variable.assign(tf.fill(variable.shape, np.nan))
   constructor = environments.environment_constructor(settings.level_name, seed=1, width=12, height=12,
                                                       num_action_repeats=1)
-  policy = tf.function(agent.__call__)
-  actor = experiment.Actor(settings.level_name, environments.FlowEnvironment(
-      constructor.env_type(**constructor.kwargs)), lambda *args: tf.nest.map_structure(np.asarray, policy(*args)),
-                           3, experiment.initial_agent_state(), experiment.initial_agent_output(agent.num_actions))
+  actor = actor_lib.Actor(settings.level_name, environments.FlowEnvironment(constructor.env_type(**constructor.kwargs)),
+                          actor_lib.numpy_policy(agent), 3, actor_lib.initial_agent_state(),
+                          actor_lib.initial_agent_output(agent.num_actions))
   with pytest.raises(learner_lib.NonFiniteError, match=r"the policy's logits are non-finite \(\[nan, nan"):
     actor.unroll()

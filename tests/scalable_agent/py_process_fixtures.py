@@ -1,9 +1,13 @@
 """Classes that tests run in PyProcess children: `spawn` imports them by module path, so they live here, at the top
 level of an importable module, and this module does not import TensorFlow (a child imports only what it needs)."""
 
+import os
 import time
 
-import numpy as np
+# The child's environment when this module (and NumPy, below) was imported.
+_ENVIRONMENT_AT_IMPORT = dict(os.environ)
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 class Example:
@@ -111,3 +115,10 @@ class Frames:
   def step(self, action):
     """An environment-like step: a frame in, reward and frame out."""
     return np.float32(action), self._frame
+
+
+class EnvironmentAtImport:
+  """get(name): the child's environment variable `name` when this module was imported (None if unset)."""
+
+  def get(self, name):
+    return _ENVIRONMENT_AT_IMPORT.get(name)

@@ -13,6 +13,7 @@ import tensorflow as tf
 from scalable_agent import environments
 from scalable_agent import experiment
 from scalable_agent import networks
+from scalable_agent import settings as settings_lib
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'configs')
 
@@ -49,9 +50,9 @@ def test_the_config_reaches_the_environment_and_the_agent(atari_config):  # pyli
 
 def test_short_atari_training_then_test_mode(tmp_path, atari_config):  # pylint: disable=unused-argument,redefined-outer-name
   logdir = str(tmp_path)
-  settings = experiment.Settings(level_name='atari/breakout', num_actors=2, batch_size=2, unroll_length=10,
-                                 width=84, height=84, total_environment_frames=240, entropy_cost=0.01,
-                                 learning_rate=0.0006, epsilon=0.01, test_num_episodes=1)
+  settings = settings_lib.Settings(level_name='atari/breakout', num_actors=2, batch_size=2, unroll_length=10,
+                                   width=84, height=84, total_environment_frames=240, entropy_cost=0.01,
+                                   learning_rate=0.0006, epsilon=0.01, test_num_episodes=1)
   steps = []
   assert experiment.train(logdir, settings, step_hook=lambda _, m: steps.append(m)) == 240
   assert len(steps) == 3  # 2 unrolls x 10 agent steps x 4 frames = 80 frames per learner step.

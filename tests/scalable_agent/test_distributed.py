@@ -19,9 +19,13 @@ import reverb
 import tensorflow as tf
 import tree
 
+from scalable_agent import actor as actor_lib
+from scalable_agent import agent as agent_lib
 from scalable_agent import distributed
 from scalable_agent import environments
 from scalable_agent import experiment
+from scalable_agent import settings as settings_lib
+from scalable_agent import transport
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
@@ -29,35 +33,33 @@ import launch_local_cluster  # pylint: disable=g-import-not-at-top,wrong-import-
 
 LEVEL = 'builtin/find_object'
 # Small and fast: 12 x 12 frames, 3-step unrolls, batches of 2.
-SETTINGS = experiment.Settings(level_name=LEVEL, num_actors=2, batch_size=2, unroll_length=3, num_action_repeats=1,
-                               width=12, height=12, total_environment_frames=10 ** 6)
+SETTINGS = settings_lib.Settings(level_name=LEVEL, num_actors=2, batch_size=2, unroll_length=3, num_action_repeats=1,
+                                 width=12, height=12, total_environment_frames=10 ** 6)
 
 
 def _learner_side(settings=SETTINGS, run_id='test'):
-  agent = experiment.make_agent(settings, LEVEL)
-  unroll_spec = distributed.unroll_signature(settings, agent.num_actions, (settings.height, settings.width, 3))
-  server = distributed.make_server(unroll_spec, distributed.weights_signature(agent), 0, run_id)
+  agent = settings_lib.make_agent(settings, LEVEL)
+  unroll_spec = transport.unroll_signature(settings, agent.num_actions, (settings.height, settings.width, 3))
+  server = transport.make_server(unroll_spec, transport.weights_signature(agent), 0, run_id)
   return agent, unroll_spec, server
 
 
 def _actor_connection(server, settings=SETTINGS):
-  agent = experiment.make_agent(settings, LEVEL)
-  connection = distributed.LearnerConnection(
-      f'localhost:{server.port}', distributed.unroll_signature(settings, agent.num_actions,
+  agent = settings_lib.make_agent(settings, LEVEL)
+  connection = transport.LearnerConnection(
+      f'localhost:{server.port}', transport.unroll_signature(settings, agent.num_actions,
                                                                (settings.height, settings.width, 3)),
-      distributed.weights_signature(agent))
+      transport.weights_signature(agent))
   connection.connect(timeout_s=5)
   return agent, connection
 
 
 def _unrolls(agent, count, seed=3):
   """`count` unrolls of a real Actor (in-process environment, the agent's policy)."""
-  def policy(last_action, env_output, core_state):
-    output, state = agent(last_action, env_output, core_state)
-    return tf.nest.map_structure(lambda t: t.numpy(), (output, experiment.agent_lib.LSTMState(*state)))
   env = environments.environment_constructor(LEVEL, seed, width=12, height=12, num_action_repeats=1)()
-  actor = experiment.Actor(LEVEL, environments.FlowEnvironment(env), policy, SETTINGS.unroll_length,
-                           experiment.initial_agent_state(), experiment.initial_agent_output(agent.num_actions))
+  actor = actor_lib.Actor(LEVEL, environments.FlowEnvironment(env), actor_lib.numpy_policy(agent),
+                          SETTINGS.unroll_length, actor_lib.initial_agent_state(),
+                          actor_lib.initial_agent_output(agent.num_actions))
   return [actor.unroll() for _ in range(count)]
 
 
@@ -66,17 +68,17 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
   try:
     actor_agent, connection = _actor_connection(server)
     unrolls = _unrolls(actor_agent, 2)
-    dataset = distributed.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=2)
+    dataset = transport.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=2)
     writer = threading.Thread(target=lambda: [connection.write(u) for u in unrolls])  # The queue holds 1.
     writer.start()
     batch = next(iter(dataset))
     writer.join(timeout=30)
     assert not writer.is_alive()
 
-    assert isinstance(batch, experiment.ActorOutput)
+    assert isinstance(batch, actor_lib.ActorOutput)
     assert isinstance(batch.env_outputs, environments.StepOutput)
     assert isinstance(batch.env_outputs.info, environments.StepOutputInfo)
-    assert isinstance(batch.agent_outputs, experiment.agent_lib.AgentOutput)
+    assert isinstance(batch.agent_outputs, agent_lib.AgentOutput)
     steps, num_actions = SETTINGS.unroll_length + 1, actor_agent.num_actions
     shapes = {
         'level_name': [2], 'agent_state.c': [2, 256], 'agent_state.h': [2, 256],
@@ -95,8 +97,8 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
     assert flat['env_outputs.info.episode_step'].dtype == tf.int32
     assert flat['agent_outputs.action'].dtype == tf.int32
 
-    # The values are the unrolls', batched as single-machine training batches them (experiment.batch_unrolls).
-    expected = experiment.batch_unrolls(unrolls)
+    # The values are the unrolls', batched as single-machine training batches them (actor_lib.batch_unrolls).
+    expected = actor_lib.batch_unrolls(unrolls)
     np.testing.assert_array_equal([n.decode() for n in batch.level_name.numpy()], [LEVEL, LEVEL])
     for got, want in zip(tf.nest.flatten(batch)[1:], tf.nest.flatten(expected)[1:]):
       got = got.numpy()
@@ -111,7 +113,7 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
 def test_actors_get_the_latest_weights_once_and_the_finished_flag():
   learner_agent, _, server = _learner_side()
   try:
-    publisher = distributed.WeightsPublisher(server.localhost_client(), learner_agent)
+    publisher = transport.WeightsPublisher(server.localhost_client(), learner_agent)
     for variable in learner_agent.trainable_variables:
       variable.assign(tf.random.normal(variable.shape))
     publisher.publish(1234, step=7, block=True)
@@ -139,8 +141,8 @@ def test_actors_get_the_latest_weights_once_and_the_finished_flag():
 
 
 def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
-  monkeypatch.setattr(distributed, '_RPC_TIMEOUT_S', 1)
-  monkeypatch.setattr(distributed, '_BACKOFF_S', (.5, 1.))
+  monkeypatch.setattr(transport, 'RPC_TIMEOUT_S', 1)
+  monkeypatch.setattr(transport, 'BACKOFF_S', (.5, 1.))
   learner_agent, unroll_spec, server = _learner_side(run_id='first')
   port = server.port
   actor_agent, connection = _actor_connection(server)
@@ -149,29 +151,29 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
   try:
     # The learner goes away: the next call notices, and reconnection retries until a learner is back.
     server.stop()
-    with pytest.raises(distributed._LearnerLost, match='no answer'):  # pylint: disable=protected-access
+    with pytest.raises(transport.LearnerLost, match='no answer'):
       connection.latest_weights()
-    restart = threading.Timer(1.5, lambda: servers.append(distributed.make_server(
-        unroll_spec, distributed.weights_signature(learner_agent), port, 'second')))
+    restart = threading.Timer(1.5, lambda: servers.append(transport.make_server(
+        unroll_spec, transport.weights_signature(learner_agent), port, 'second')))
     restart.start()
     connection.reconnect('test', timeout_s=60)
     assert connection.run_id == 'second'
-    dataset = distributed.learner_dataset(f'localhost:{port}', unroll_spec, batch_size=1)
+    dataset = transport.learner_dataset(f'localhost:{port}', unroll_spec, batch_size=1)
     connection.write(unroll)
     batch = next(iter(dataset))
     np.testing.assert_array_equal(batch.env_outputs.reward.numpy()[:, 0], unroll.env_outputs.reward)
 
     # A learner restarted faster than the actor looks: the new run id tells.
     servers[-1].stop()
-    servers.append(distributed.make_server(unroll_spec, distributed.weights_signature(learner_agent), port, 'third'))
-    with pytest.raises(distributed._LearnerLost, match='restarted'):  # pylint: disable=protected-access
+    servers.append(transport.make_server(unroll_spec, transport.weights_signature(learner_agent), port, 'third'))
+    with pytest.raises(transport.LearnerLost, match='restarted'):
       connection.latest_weights()
     connection.reconnect('test', timeout_s=60)
     assert connection.run_id == 'third'
 
     # Nobody comes back: the actor gives up after the reconnection timeout, with a message.
     servers[-1].stop()
-    with pytest.raises(distributed.LearnerUnreachableError, match='could not reconnect within 2 s'):
+    with pytest.raises(transport.LearnerUnreachableError, match='could not reconnect within 2 s'):
       connection.reconnect('test', timeout_s=2)
   finally:
     connection.close()
@@ -182,10 +184,10 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
 def test_an_actor_with_other_settings_than_the_learner_is_refused():
   _, _, server = _learner_side()
   try:
-    with pytest.raises(distributed.DistributedSetupError, match='expects other unrolls') as error:
+    with pytest.raises(transport.DistributedSetupError, match='expects other unrolls') as error:
       _actor_connection(server, dataclasses.replace(SETTINGS, unroll_length=5))
     assert 'learner float32[4], here float32[6]' in str(error.value)
-    with pytest.raises(distributed.DistributedSetupError, match='expects other unrolls'):
+    with pytest.raises(transport.DistributedSetupError, match='expects other unrolls'):
       _actor_connection(server, dataclasses.replace(SETTINGS, width=16))
   finally:
     server.stop()
@@ -197,13 +199,13 @@ def test_actor_setting_errors_are_clear():
     arguments.update(kwargs)
     return experiment.experiment('/tmp/unused', **arguments)
 
-  with pytest.raises(distributed.DistributedSetupError, match=r'actor task 2 is beyond num_actors=2: actor tasks'):
+  with pytest.raises(transport.DistributedSetupError, match=r'actor task 2 is beyond num_actors=2: actor tasks'):
     actor(task=2, learner_address='localhost:8000')
-  with pytest.raises(distributed.DistributedSetupError, match='an actor needs --learner_address=HOST:PORT'):
+  with pytest.raises(transport.DistributedSetupError, match='an actor needs --learner_address=HOST:PORT'):
     actor()
-  with pytest.raises(distributed.DistributedSetupError, match='learner_address must be HOST:PORT'):
+  with pytest.raises(transport.DistributedSetupError, match='learner_address must be HOST:PORT'):
     actor(learner_address='localhost')
-  with pytest.raises(distributed.DistributedSetupError, match='there is one learner, task 0'):
+  with pytest.raises(transport.DistributedSetupError, match='there is one learner, task 0'):
     experiment.experiment('/tmp/unused', **dict(dataclasses.asdict(SETTINGS), task=1, job_name='learner'))
   with pytest.raises(ValueError, match='multi-machine job'):
     experiment.train('/tmp/unused', dataclasses.replace(SETTINGS, task=0))
@@ -212,9 +214,9 @@ def test_actor_setting_errors_are_clear():
 def test_a_learner_port_in_use_is_a_clear_error():
   _, unroll_spec, server = _learner_side()
   try:
-    agent = experiment.make_agent(SETTINGS, LEVEL)
-    with pytest.raises(distributed.DistributedSetupError, match=f'cannot serve on port {server.port}: it is in use'):
-      distributed.make_server(unroll_spec, distributed.weights_signature(agent), server.port, 'other')
+    agent = settings_lib.make_agent(SETTINGS, LEVEL)
+    with pytest.raises(transport.DistributedSetupError, match=f'cannot serve on port {server.port}: it is in use'):
+      transport.make_server(unroll_spec, transport.weights_signature(agent), server.port, 'other')
   finally:
     server.stop()
 
@@ -222,7 +224,7 @@ def test_a_learner_port_in_use_is_a_clear_error():
 def test_an_unreachable_learner_address_fails_fast_with_the_address_and_how_to_start_the_learner():
   port = portpicker.pick_unused_port()
   start = time.monotonic()
-  with pytest.raises(distributed.LearnerUnreachableError) as error:
+  with pytest.raises(transport.LearnerUnreachableError) as error:
     experiment.experiment('/tmp/unused', **dict(dataclasses.asdict(SETTINGS), task=0, job_name='actor',
                                                 learner_address=f'localhost:{port}', connect_timeout_s=2))
   assert time.monotonic() - start < 30
@@ -284,7 +286,7 @@ def _learner_frames(port, timeout=30):
   """The learner's frame counter, read from its weights table."""
   client = reverb.Client(f'localhost:{port}')
   client.server_info(timeout=timeout)
-  sample = next(client.sample(distributed.WEIGHTS_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
+  sample = next(client.sample(transport.WEIGHTS_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
   return int(sample.data['num_environment_frames'])
 
 

@@ -53,9 +53,9 @@ def _call_in_threads(f, args_list):
 
 
 def _wait_pending(batcher, n):
-  """Waits until `n` inputs are queued in `batcher` (white-box: replaces the original's fixed sleeps)."""
+  """Waits until `n` inputs are queued in `batcher` (replaces the original's fixed sleeps)."""
   deadline = time.monotonic() + _TIMEOUT_S
-  while len(batcher._inputs) < n:  # pylint: disable=protected-access
+  while batcher.num_pending < n:
     assert time.monotonic() < deadline, 'calls never reached the batcher'
     time.sleep(.005)
 
@@ -63,7 +63,7 @@ def _wait_pending(batcher, n):
 def _wait_computing(batcher):
   """Waits until the batching thread has taken a batch (it is then held by a `_Gate`)."""
   deadline = time.monotonic() + _TIMEOUT_S
-  while not batcher._being_computed:  # pylint: disable=protected-access
+  while not batcher.num_batches_being_computed:
     assert time.monotonic() < deadline, 'the batching thread never took the first call'
     time.sleep(.005)
 
@@ -204,7 +204,7 @@ def test_batcher_closed():
   time.sleep(.1)
   f.close()  # The original's coord.request_stop(): closes the batcher.
   f.join(_TIMEOUT_S)  # Clean: no error.
-  assert not f._thread.is_alive()  # pylint: disable=protected-access
+  assert not f.is_running
   with pytest.raises(tf.errors.CancelledError, match='Batcher is closed'):
     f(np.array([1], np.int32))
 

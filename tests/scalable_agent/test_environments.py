@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scalable_agent import atari
+from scalable_agent import builtin
+from scalable_agent import environment_specs
 from scalable_agent import environments
 from scalable_agent.environments import StepOutput, StepOutputInfo
 
@@ -125,7 +128,7 @@ def test_dmlab_specs(fake_lab):
   reward_spec, done_spec, _ = c.tensor_specs('step')
   assert (reward_spec.dtype.name, done_spec.dtype.name) == ('float32', 'bool')
   # As the original: DMLab's 320 x 240 when the config has no size.
-  spec = environments.PyProcessDmLab._tensor_specs('initial', {}, {'config': {}})  # pylint: disable=protected-access
+  spec = environments.EnvironmentConstructor(environments.PyProcessDmLab, {'config': {}}).tensor_specs('initial')
   assert spec[0].shape.as_list() == [240, 320, 3]
   frame, instruction = c().initial()
   assert frame.shape == (72, 96, 3) and isinstance(instruction, str)
@@ -133,7 +136,7 @@ def test_dmlab_specs(fake_lab):
 
 def test_dmlab_missing_module(monkeypatch):
   monkeypatch.setitem(sys.modules, 'deepmind_lab', None)
-  with pytest.raises(environments.MissingDependencyError, match='needs the module deepmind_lab.*bazel build'):
+  with pytest.raises(environment_specs.MissingDependencyError, match='needs the module deepmind_lab.*bazel build'):
     environments.create_environment('rooms_watermaze', seed=1)
 
 
@@ -183,7 +186,7 @@ def test_atari_frames_repeats_noops_and_max_pool():
   assert frame.shape == (84, 84, 3) and frame.dtype == np.uint8 and instruction == ''
   for _ in range(num_noops):
     ale.act(actions[0])
-  env_ale = env._ale  # pylint: disable=protected-access
+  env_ale = env.ale
   assert env_ale.getEpisodeFrameNumber() == ale.getEpisodeFrameNumber() == num_noops
   assert np.abs(frame - _reference_frame([ale.getScreenRGB()], height, width)).max() <= 1
 
@@ -235,7 +238,7 @@ def test_atari_life_loss_ends_training_episodes_only():
   def play(is_test):
     env = environments.create_environment('atari/breakout', 0, is_test, width=42, height=42)
     env.initial()
-    ale = env._ale  # pylint: disable=protected-access
+    ale = env.ale
     rng = np.random.RandomState(0)
     lives_at_done = []
     while len(lives_at_done) < 6:
@@ -257,7 +260,7 @@ def test_atari_sizes_and_errors():
   assert c.num_actions == 18 and c.frame_shape == (72, 96, 3)  # The original flags' default size.
   assert c().initial()[0].shape == (72, 96, 3)
   with pytest.raises(ValueError, match="unknown Atari game 'pongg'"):
-    environments.AtariEnvironment('pongg')
+    atari.AtariEnvironment('pongg')
   with pytest.raises(ValueError, match='unknown option.*sticky.*options of AtariEnvironment are: noop_max, '
                                        'full_action_space, terminal_on_life_loss, grayscale, max_episode_frames, '
                                        'frame_stack'):
@@ -305,7 +308,7 @@ class _ReferenceAtari:
     self.terminal_on_life_loss, self.size, self.stack_size = terminal_on_life_loss, size, stack
     self.frames = []
 
-  def _grey(self, screens):
+  def grey(self, screens):
     rgb = _reference_frame(screens, self.size, self.size)
     return rgb @ np.array([0.299, 0.587, 0.114])
 
@@ -318,7 +321,7 @@ class _ReferenceAtari:
     for _ in range(self.random_state.randint(1, 31)):
       self.ale.act(Action.NOOP)
     self.lives = self.ale.lives()
-    self._start_episode(self._grey([self.ale.getScreenRGB()]))
+    self._start_episode(self.grey([self.ale.getScreenRGB()]))
     return np.stack(self.frames, axis=-1)
 
   def step(self, action):
@@ -332,7 +335,7 @@ class _ReferenceAtari:
         break
     if self.ale.game_over():
       return reward, True, self.new_game()
-    frame = self._grey(screens[-2:])
+    frame = self.grey(screens[-2:])
     if life_lost:
       self._start_episode(frame)
     else:
@@ -363,7 +366,7 @@ def test_atari_grey_frame_stack_against_the_emulator_frame_by_frame(game, is_tes
     assert reward == expected_reward and done == expected_done
     assert np.abs(observation - expected).max() <= 1
     if not done:
-      pooled_differs |= np.abs(reference._grey(reference.ale.getScreenRGB()[None]) - expected[..., -1]).max() > 1
+      pooled_differs |= np.abs(reference.grey(reference.ale.getScreenRGB()[None]) - expected[..., -1]).max() > 1
     dones += done
     lives_lost += reference.ale.lives() != lives  # A lost life, or a game over and a new game.
     games_over += reference.ale.lives() > lives
@@ -395,9 +398,9 @@ def test_builtin_observation():
   frame, instruction = env.initial()
   assert frame.shape == (72, 96, 3) and frame.dtype == np.uint8
   colour = instruction.split()[-1]
-  assert instruction == f'go to the {colour}' and colour in environments.BUILTIN_COLORS
+  assert instruction == f'go to the {colour}' and colour in builtin.BUILTIN_COLORS
   pixels = {tuple(p) for p in frame.reshape(-1, 3)}
-  assert environments.BUILTIN_COLORS[colour] in pixels and environments.BUILTIN_AGENT_COLOR in pixels
+  assert builtin.BUILTIN_COLORS[colour] in pixels and builtin.BUILTIN_AGENT_COLOR in pixels
   assert len(pixels) == 4  # Background, agent, two objects.
   assert (frame[:24, :32] == frame[0, 0]).all()  # Cell (0, 0) of the 3 x 3 grid is 24 x 32 pixels.
   c = environments.environment_constructor('builtin/go_to_color', 1, width=9, height=6)
@@ -435,40 +438,45 @@ def test_builtin_returns_optimal_random_and_action_repeats():
   assert (returns == 1.).all() and lengths.max() <= 8
   returns, _ = _episodes(env, lambda e, _: rng.randint(4), 2000)
   assert set(np.unique(returns)) == {0., 1.} and 0.13 < returns.mean() < 0.21
-  # Two moves per agent step (down, down) on an empty 5 x 5 grid.
-  env = environments.BuiltinEnvironment('find_object', width=5, height=5, seed=1, num_action_repeats=2)
-  env.initial()
-  env._grid[env._grid >= 2] = 0  # pylint: disable=protected-access
-  row, column = env._agent  # pylint: disable=protected-access
-  env.step(1)
-  assert env._agent == (min(row + 2, 4), column) and env._moves == 2  # pylint: disable=protected-access
+  # Two moves per agent step (down, down), in an episode whose agent has no object in the two cells below it.
+  for seed in range(100):
+    env = builtin.BuiltinEnvironment('find_object', width=5, height=5, seed=seed, num_action_repeats=2)
+    env.initial()
+    row, column = env.agent_cell
+    if row <= 2 and all(cell not in env.object_cells.values() for cell in ((row + 1, column), (row + 2, column))):
+      break
+  else:
+    raise AssertionError('no seed in 0 .. 99 has two free cells below the agent')
+  reward, done, _ = env.step(1)
+  assert (reward, done) == (0., False) and env.agent_cell == (row + 2, column) and env.moves == 2
 
 
 def test_builtin_wrong_object_and_timeout():
-  env = environments.BuiltinEnvironment('go_to_color', width=3, height=3, seed=0)
-  env.initial()
-  # Head for the other object: swap the target, take the optimal path, and restore it before the last move.
-  grid = env._grid  # pylint: disable=protected-access
-  target = env._target  # pylint: disable=protected-access
-  other = int(grid[(grid >= 2) & (grid != target)][0])
-  env._target = other  # pylint: disable=protected-access
+  env = builtin.BuiltinEnvironment('go_to_color', width=3, height=3, seed=0)
+  # Head for the object the instruction does not name, around the named one: reward -1 when it is entered.
+  _, instruction = env.initial()
+  (other,) = set(env.object_cells) - {instruction.split()[-1]}
   while True:
-    action = env.optimal_action()
-    env._target = target  # pylint: disable=protected-access
-    reward, done, _ = env.step(action)
+    reward, done, _ = env.step(env.optimal_action(other))
     if done:
       break
-    env._target = other  # pylint: disable=protected-access
   assert reward == -1.
-  # Bumping into the wall for max_moves (10) moves ends the episode with reward 0.
-  env = environments.BuiltinEnvironment('go_to_color', width=3, height=3, seed=0)
-  env.initial()
-  results = []
+  # Bumping into the wall for max_moves (10) moves ends the episode with reward 0: an episode whose agent starts in
+  # the top row, moving up.
+  for seed in range(100):
+    env = builtin.BuiltinEnvironment('go_to_color', width=3, height=3, seed=seed)
+    env.initial()
+    if env.agent_cell[0] == 0:
+      break
+  else:
+    raise AssertionError('no seed in 0 .. 99 starts the agent in the top row')
+  start = env.agent_cell
+  results, cells = [], []
   for _ in range(10):
-    env._grid[env._grid >= 2] = 0  # pylint: disable=protected-access  (no object to reach)
     reward, done, _ = env.step(0)
     results.append((float(reward), bool(done)))
-  assert results == [(0., False)] * 9 + [(0., True)]
+    cells.append(env.agent_cell)
+  assert results == [(0., False)] * 9 + [(0., True)] and cells[:9] == [start] * 9  # Against the wall all along.
 
 
 def test_builtin_levels():

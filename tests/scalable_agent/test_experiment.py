@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from scalable_agent import actor as actor_lib
 from scalable_agent import agent as agent_lib
 from scalable_agent import dmlab30
 from scalable_agent import environments
 from scalable_agent import experiment
+from scalable_agent import progress as progress_lib
+from scalable_agent import settings as settings_lib
 
 NUM_ACTIONS = 3
 
@@ -65,8 +68,8 @@ class _CountingPolicy:
 def _actor(unroll_length=3):
   env, policy = _ScriptedEnvironment(), _CountingPolicy()
   zeros = np.zeros([1, 4], np.float32)
-  actor = experiment.Actor('level', environments.FlowEnvironment(env), policy, unroll_length,
-                           agent_lib.LSTMState(zeros, zeros), experiment.initial_agent_output(NUM_ACTIONS))
+  actor = actor_lib.Actor('level', environments.FlowEnvironment(env), policy, unroll_length,
+                          agent_lib.LSTMState(zeros, zeros), actor_lib.initial_agent_output(NUM_ACTIONS))
   return actor, env, policy
 
 
@@ -115,29 +118,29 @@ def test_reset_restarts_from_an_initial_output_and_zero_state():
 def test_batch_is_time_major_and_episodes_skip_the_overlapping_step():
   actor, _, _ = _actor(unroll_length=3)
   unrolls = [actor.unroll(), actor.unroll()]
-  batch = experiment.batch_unrolls(unrolls)
+  batch = actor_lib.batch_unrolls(unrolls)
   assert batch.env_outputs.reward.shape == (4, 2)
   assert batch.env_outputs.observation[0].shape == (4, 2, 2, 2, 3)
   assert batch.agent_outputs.policy_logits.shape == (4, 2, NUM_ACTIONS)
   assert batch.agent_state.c.shape == (2, 4)
   np.testing.assert_array_equal(batch.env_outputs.reward[:, 1], unrolls[1].env_outputs.reward)
   # Step 0 of the first unroll is done (initial output) but is not an episode end; step 2 ends one of return 33.
-  assert experiment.finished_episodes(batch) == [('level', 33., 2)]
+  assert actor_lib.finished_episodes(batch) == [('level', 33., 2)]
   tensors = tf.nest.map_structure(tf.convert_to_tensor, batch.env_outputs)
   assert tensors.observation[1].dtype == tf.string
 
 
 def test_dmlab30_levels_are_assigned_round_robin():
-  levels = experiment.actor_levels('dmlab30', 33)
+  levels = settings_lib.actor_levels('dmlab30', 33)
   names = list(dmlab30.LEVEL_MAPPING)
   assert levels[:30] == names and levels[30:] == names[:3]
-  assert experiment.actor_levels('builtin/find_object', 2) == ['builtin/find_object'] * 2
-  assert experiment.test_levels('dmlab30') == list(dmlab30.LEVEL_MAPPING.values())
+  assert settings_lib.actor_levels('builtin/find_object', 2) == ['builtin/find_object'] * 2
+  assert settings_lib.test_levels('dmlab30') == list(dmlab30.LEVEL_MAPPING.values())
 
 
 def test_dmlab30_training_scores_are_written_once_every_level_has_a_return(tmp_path):
-  settings = experiment.Settings(level_name='dmlab30')
-  summaries = experiment._Summaries(str(tmp_path), settings)  # pylint: disable=protected-access
+  settings = settings_lib.Settings(level_name='dmlab30')
+  summaries = progress_lib.Summaries(str(tmp_path), settings)
   names = list(dmlab30.LEVEL_MAPPING)
   summaries.episodes([(name, 1., 10) for name in names[:-1]], 100)
   summaries.episodes([(names[-1], 1., 10)], 200)
@@ -164,7 +167,7 @@ def test_agent_step_compiles_with_a_static_batch_size():
 
 def test_settings_are_the_flags_with_their_defaults():
   parameters = inspect.signature(experiment.experiment).parameters
-  fields = {f.name: f.default for f in dataclasses.fields(experiment.Settings)}
+  fields = {f.name: f.default for f in dataclasses.fields(settings_lib.Settings)}
   assert set(fields) == set(parameters) - {'logdir', 'mode'}
   for name, default in fields.items():
     assert parameters[name].default == default, name
@@ -173,14 +176,14 @@ def test_settings_are_the_flags_with_their_defaults():
 def test_train_refuses_a_multi_machine_job():
   # Multi-machine jobs (task >= 0) run through `experiment()` (scalable_agent/distributed.py), not `train()`.
   with pytest.raises(ValueError, match='multi-machine job'):
-    experiment.train('/tmp/unused', experiment.Settings(task=0, level_name='builtin/find_object'))
+    experiment.train('/tmp/unused', settings_lib.Settings(task=0, level_name='builtin/find_object'))
 
 
 def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path):
   logdir = str(tmp_path)
-  settings = experiment.Settings(level_name='builtin/find_object', num_actors=2, batch_size=2, unroll_length=5,
-                                 num_action_repeats=1, width=12, height=12, total_environment_frames=200,
-                                 test_num_episodes=3)
+  settings = settings_lib.Settings(level_name='builtin/find_object', num_actors=2, batch_size=2, unroll_length=5,
+                                   num_action_repeats=1, width=12, height=12, total_environment_frames=200,
+                                   test_num_episodes=3)
   kill = {}
 
   def hook(actor_threads, metrics):
@@ -188,7 +191,7 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
     if not kill and frames >= 40:
       victim = actor_threads[0]
       kill['frames'] = frames
-      os.kill(victim.process._process.pid, 9)  # pylint: disable=protected-access
+      os.kill(victim.process.pid, 9)
       deadline = time.monotonic() + 60
       while victim.num_restarts == 0 and time.monotonic() < deadline:  # The actor notices and starts a new one.
         time.sleep(.05)
@@ -203,7 +206,7 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
           'total_loss'} <= tags
 
   # A second run resumes from the checkpoint: the frame counter continues.
-  resumed = experiment.train(logdir, experiment.Settings(**{**settings.__dict__, 'total_environment_frames': 300}))
+  resumed = experiment.train(logdir, settings_lib.Settings(**{**settings.__dict__, 'total_environment_frames': 300}))
   assert resumed == 300
   assert os.path.exists(os.path.join(logdir, 'model.ckpt-300.index'))
 
@@ -217,4 +220,4 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
 
 def test_test_mode_without_a_checkpoint_says_so(tmp_path):
   with pytest.raises(FileNotFoundError, match='needs a checkpoint'):
-    experiment.test(str(tmp_path), experiment.Settings(level_name='builtin/find_object', width=12, height=12))
+    experiment.test(str(tmp_path), settings_lib.Settings(level_name='builtin/find_object', width=12, height=12))

@@ -97,7 +97,8 @@ def _child(out_dir):
     distributed = learner.Learner(mirrored_agent, **HPARAMS)
   results['num_replicas'] = distributed.num_replicas
   results['variable_types'] = sorted({type(v).__name__ for v in list(mirrored_agent.variables) + [
-      distributed.num_environment_frames] + distributed.optimizer._ms_slots})  # pylint: disable=protected-access
+      distributed.num_environment_frames] + [distributed.optimizer.slots_for(v)[0]
+                                             for v in mirrored_agent.trainable_variables]})
   for learner_ in (single, distributed):
     learner_.num_environment_frames.assign(250)  # Mid-decay: the learning rate must follow the counter.
   record('before', state(single_agent, single))

@@ -163,7 +163,7 @@ def test_close_on_error(tmp_path):
 
 def test_dead_child_gives_a_clear_error(started):
   p = started(fixtures.Frames)
-  os.kill(p._process.pid, signal.SIGKILL)  # pylint: disable=protected-access
+  os.kill(p.pid, signal.SIGKILL)
   with pytest.raises(py_process.ProcessClosedError, match=r'died \(exit code -9\)'):
     p.proxy.compute(0)
   assert p.exitcode == -signal.SIGKILL
@@ -175,10 +175,27 @@ def test_start_all_starts_many_concurrently():
     py_process.start_all(processes)
     frames = [p.proxy.compute(0) for p in processes]
     assert all(f.shape == (72, 96, 3) and f.dtype == np.uint8 for f in frames)
-    assert len({pid for pid in (p._process.pid for p in processes)}) == 6  # pylint: disable=protected-access
+    assert len({p.pid for p in processes}) == 6
   finally:
     py_process.close_all(processes)
   assert [p.exitcode for p in processes] == [0] * 6
+
+
+def test_start_sets_the_environment_of_the_child_alone():
+  """The variables reach the child's environment before the class's module (and NumPy) is imported; this process's
+  environment is never changed (threads may be reading it)."""
+  name = 'PY_PROCESS_TEST_VARIABLE'
+  assert name not in os.environ
+  processes = [py_process.PyProcess(fixtures.EnvironmentAtImport) for _ in range(2)]
+  try:
+    processes[0].start({name: 'child'})
+    py_process.start_all(processes[1:], environment={name: 'all'})
+    assert name not in os.environ
+    assert [p.proxy.get(name) for p in processes] == ['child', 'all']
+    with py_process.PyProcess(fixtures.EnvironmentAtImport) as plain:
+      assert plain.proxy.get(name) is None
+  finally:
+    py_process.close_all(processes)
 
 
 def test_unknown_method_is_refused_in_the_caller(started):

@@ -1,0 +1,220 @@
+"""The IMPALA learner's bookkeeping around its steps (reference impala.md section 10): restore or the first
+checkpoint, episode and metric summaries, progress lines (frames/s, ETA), periodic checkpoints, the checkpoint at
+the end or on an interrupt, and the stop request a signal handler makes. Shared by single-machine training
+(`experiment.train`) and the multi-machine learner job (`distributed.run_learner`).
+"""
+
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from scalable_agent import checkpoints
+from scalable_agent import dmlab30
+from scalable_agent import learner as learner_lib
+from scalable_agent import settings as settings_lib
+
+SUMMARY_INTERVAL_S = 30  # The original's save_summaries_secs (learner metrics; episode summaries are written each).
+PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA).
+
+
+# A stop asked by a signal (`request_stop`, called by the launcher's SIGINT / SIGTERM handler): the learner stops
+# after its current step and writes its checkpoint. 'saves': whether this process has a checkpoint to write (not an
+# actor job).
+_stop_request = {'signal': None, 'saves': True}
+
+
+def request_stop(signal_name='SIGTERM'):
+  """Asks the running training to stop after the current learner step and write its checkpoint. Returns False, and
+  asks nothing, in an actor job (`distributed.run_actor`): it has nothing to save and can stop at once. Safe in a
+  signal handler."""
+  if not _stop_request['saves']:
+    return False
+  _stop_request['signal'] = signal_name
+  return True
+
+
+def stop_requested():
+  """The name of the signal that asked the training to stop, or None."""
+  return _stop_request['signal']
+
+
+def clear_stop_request(saves=True):
+  """Forgets a stop request (when the training it stopped returns); `saves`: see `request_stop`."""
+  _stop_request.update(signal=None, saves=saves)
+
+
+def _format_duration(seconds):
+  if not np.isfinite(seconds):
+    return '?'
+  seconds = int(seconds)
+  days, seconds = divmod(seconds, 86400)
+  return (f'{days}d ' if days else '') + time.strftime('%H:%M:%S', time.gmtime(seconds))
+
+
+class Summaries:
+  """Episode logging and TensorBoard summaries of the learner (reference impala.md section 10)."""
+
+  def __init__(self, logdir, settings):
+    self._writer = tf.summary.create_file_writer(logdir)
+    self._settings = settings
+    self._dmlab30 = settings.level_name == 'dmlab30'
+    self._level_returns = {name: [] for name in settings_lib.training_levels(settings.level_name)}
+
+  def episodes(self, episodes, num_environment_frames):
+    """Logs each finished episode; summaries `<level>/episode_return` and `<level>/episode_frames` at the frame
+    counter; for dmlab30, once every level has a return, `dmlab30/training_no_cap` and `dmlab30/training_cap_100`."""
+    with self._writer.as_default():
+      for level_name, episode_return, episode_step in episodes:
+        logging.info('Level: %s Episode return: %f', level_name, episode_return)
+        tf.summary.scalar(level_name + '/episode_return', episode_return, step=num_environment_frames)
+        tf.summary.scalar(level_name + '/episode_frames', episode_step * self._settings.num_action_repeats,
+                          step=num_environment_frames)
+        if self._dmlab30:
+          self._level_returns[level_name].append(episode_return)
+      if self._dmlab30 and min(map(len, self._level_returns.values())) >= 1:
+        no_cap = dmlab30.compute_human_normalized_score(self._level_returns, per_level_cap=None)
+        cap_100 = dmlab30.compute_human_normalized_score(self._level_returns, per_level_cap=100)
+        tf.summary.scalar('dmlab30/training_no_cap', no_cap, step=num_environment_frames)
+        tf.summary.scalar('dmlab30/training_cap_100', cap_100, step=num_environment_frames)
+        self._level_returns = {name: [] for name in self._level_returns}
+
+  def metrics(self, metrics, num_environment_frames):
+    """Scalar summaries of the learner's metrics (learning_rate, total_loss, ...) at the frame counter."""
+    with self._writer.as_default():
+      for name, value in metrics.items():
+        if name != 'num_environment_frames':
+          tf.summary.scalar(name, value, step=num_environment_frames)
+
+  def flush(self):
+    self._writer.flush()
+
+  def close(self):
+    self._writer.close()
+
+
+class LearnerProgress:
+  """The learner's bookkeeping around its steps (module docstring).
+
+  Usage: `frames = progress.start()`; return if `progress.done`; then per learner step
+  `frames = progress.after_step(metrics, episodes)` (it stops the run on non-finite values, before any checkpoint
+  holds them); finally `progress.finish()`, or `progress.interrupted(reason)` after a stop request (`request_stop`)
+  or in an `except KeyboardInterrupt`, and `progress.close()`.
+  """
+
+  def __init__(self, logdir, settings, learner, manager, checkpoint_interval_s=None):
+    self._settings = settings
+    self._learner = learner
+    self._manager = manager
+    self._checkpoint_interval_s = (settings.checkpoint_interval_s if checkpoint_interval_s is None
+                                   else checkpoint_interval_s)
+    self._logdir = logdir
+    self.summaries = None
+    self.frames = self.start_frames = 0
+    self._steps = 0
+
+  @property
+  def done(self):
+    """Whether total_environment_frames is reached."""
+    return self.frames >= self._settings.total_environment_frames
+
+  def start(self):
+    """Restores the latest checkpoint (or writes the first one, as the original did at step 0), opens the
+    summaries; returns the frame counter (int)."""
+    restored = checkpoints.restore_latest(self._manager)
+    self.frames = self.start_frames = int(self._learner.num_environment_frames.numpy())
+    if restored:
+      logging.info('Restored %s: resuming at %d environment frames.', restored, self.frames)
+    else:
+      checkpoints.save(self._manager)
+    self._checkpoint_frames = self.frames  # the frame counter of the newest checkpoint
+    if self.done:
+      logging.info('Already trained for %d >= total_environment_frames = %d frames; nothing to do.', self.frames,
+                   self._settings.total_environment_frames)
+      return self.frames
+    self.summaries = Summaries(self._logdir, self._settings)
+    self._start_time = self._last_progress_time = self._last_summary_time = time.monotonic()
+    self._last_checkpoint_time = self._start_time
+    self._last_progress_frames = self.frames
+    return self.frames
+
+  def after_step(self, metrics, episodes):
+    """Books one learner step: metrics (dict of NumPy values with 'num_environment_frames'), the episodes that
+    finished in its batch (`actor.finished_episodes`). Returns the frame counter (int)."""
+    self._steps += 1
+    settings = self._settings
+    self._check_finite(metrics)
+    self.frames = frames = int(metrics['num_environment_frames'])
+    self.summaries.episodes(episodes, frames)
+    now = time.monotonic()
+    if now - self._last_summary_time >= SUMMARY_INTERVAL_S or self._steps == 1:
+      self.summaries.metrics(metrics, frames)
+      self._last_summary_time = now
+    if now - self._last_progress_time >= PROGRESS_INTERVAL_S:
+      rate = (frames - self._last_progress_frames) / (now - self._last_progress_time)
+      logging.info('Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
+                   'learning_rate %.3g, ETA %s.', frames, settings.total_environment_frames,
+                   100. * frames / settings.total_environment_frames, rate,
+                   (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'],
+                   metrics['learning_rate'],
+                   _format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
+      self._last_progress_time, self._last_progress_frames = now, frames
+      self.summaries.flush()
+    if now - self._last_checkpoint_time >= self._checkpoint_interval_s:
+      logging.info('Checkpoint: %s', self._save())
+      self._last_checkpoint_time = now
+    self._last_metrics = metrics
+    return frames
+
+  def _save(self):
+    """A checkpoint at the current frame counter, unless the newest one has it (never rewritten)."""
+    frames = int(self._learner.num_environment_frames.numpy())
+    if frames == self._checkpoint_frames:
+      return self._manager.latest_checkpoint
+    path = checkpoints.save(self._manager)
+    self._checkpoint_frames = frames
+    return path
+
+  def _check_finite(self, metrics):
+    """Raises `learner.NonFiniteError` naming the step and the tensors if the step's losses, or the variables and
+    RMSProp slots after its update (a non-finite gradient makes them so), are not all finite."""
+    losses = [f'{name} = {float(metrics[name])}' for name in learner_lib.LOSS_NAMES
+              if name in metrics and not np.isfinite(metrics[name])]
+    tensors = self._learner.nonfinite_variables()
+    if not losses and not tensors:
+      return
+    parts = ([', '.join(losses)] if losses else []) + (
+        [f'non-finite after its update (a non-finite gradient, or an update that overflowed): '
+         f'{", ".join(tensors[:6])}' +
+         (f' and {len(tensors) - 6} more' if len(tensors) > 6 else '')] if tensors else [])
+    raise learner_lib.NonFiniteError(
+        f'learner step {self._steps} of this run (from {self.frames} environment frames) produced non-finite '
+        f'values: {"; ".join(parts)}. Training stopped without writing them: the last checkpoint, '
+        f'{self._manager.latest_checkpoint}, holds finite values. Lower experiment.learning_rate or check the rewards '
+        '(experiment.reward_clipping) and the environment.')
+
+  def finish(self):
+    """The last summaries and checkpoint, and a log line with the run's speed."""
+    if self._steps:
+      self.summaries.metrics(self._last_metrics, self.frames)
+    elapsed = time.monotonic() - self._start_time
+    logging.info('Done: %d environment frames (%d in this run, %.0f frames/s). Checkpoint: %s', self.frames,
+                 self.frames - self.start_frames, (self.frames - self.start_frames) / max(elapsed, 1e-9),
+                 self._save())
+
+  def interrupted(self, reason='Ctrl-C'):
+    """The checkpoint on a stop request or Ctrl-C. Logs the counter, not `frames`: a Ctrl-C may come inside a step,
+    after the update (whose values `after_step` has then not checked)."""
+    frames = int(self._learner.num_environment_frames.numpy())
+    if frames != self.frames and self._learner.nonfinite_variables():
+      logging.error('Interrupted at %d environment frames inside a step whose update is non-finite: no checkpoint '
+                    'written; the last is %s.', frames, self._manager.latest_checkpoint)
+      return
+    path = self._save()
+    logging.warning('Interrupted at %d environment frames of %d (%s). Checkpoint: %s', frames,
+                    self._settings.total_environment_frames, reason, path)
+
+  def close(self):
+    if self.summaries is not None:
+      self.summaries.close()

@@ -1,0 +1,139 @@
+"""IMPALA's settings: the original flags as one frozen dataclass, their checks, the levels they select, and the
+factories of what they configure (environment constructor, agent, learner).
+
+`experiment.experiment` (the gin configurable, reference impala.md section 2) turns its arguments into `Settings`;
+single-machine training, test mode and the multi-machine jobs (`distributed`) all take a `Settings`.
+"""
+
+import contextlib
+import dataclasses
+
+import numpy as np
+
+from scalable_agent import dmlab30
+from scalable_agent import environments
+from scalable_agent import learner as learner_lib
+from scalable_agent import networks
+
+CHECKPOINT_INTERVAL_S = 600  # The original's save_checkpoint_secs.
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The original flags (see `experiment.experiment`), minus logdir and mode."""
+  test_num_episodes: int = 10
+  task: int = -1
+  job_name: str = 'learner'
+  total_environment_frames: int = int(1e9)
+  num_actors: int = 4
+  batch_size: int = 2
+  unroll_length: int = 100
+  num_action_repeats: int = 4
+  seed: int = 1
+  entropy_cost: float = 0.00025
+  baseline_cost: float = .5
+  discounting: float = .99
+  reward_clipping: str = 'abs_one'
+  dataset_path: str = ''
+  level_name: str = 'explore_goal_locations_small'
+  width: int = 96
+  height: int = 72
+  learning_rate: float = 0.00048
+  decay: float = .99
+  momentum: float = 0.
+  epsilon: float = .1
+  # Multi-machine training (issue #8; not flags of the original): scalable_agent/distributed.py.
+  learner_address: str = ''
+  reverb_port: int = 8000
+  connect_timeout_s: float = 60.
+  reconnect_timeout_s: float = 600.
+  distribution_strategy: str = 'default'
+  checkpoint_interval_s: float = float(CHECKPOINT_INTERVAL_S)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Levels.
+
+def training_levels(level_name):
+  """The training levels: the keys of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
+  return list(dmlab30.LEVEL_MAPPING.keys()) if level_name == 'dmlab30' else [level_name]
+
+
+def test_levels(level_name):
+  """The test levels: the values of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
+  return list(dmlab30.LEVEL_MAPPING.values()) if level_name == 'dmlab30' else [level_name]
+
+
+def actor_levels(level_name, num_actors):
+  """Level of each actor, round-robin over `training_levels` (actor i: levels[i % len(levels)]), as the original."""
+  levels = training_levels(level_name)
+  return [levels[i % len(levels)] for i in range(num_actors)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checks and factories.
+
+def environment_constructor(settings, level_name, seed=1, is_test=False):
+  """`environments.environment_constructor` of a level under the settings' frame size, action repeats and dataset
+  path: its environment class and arguments, `num_actions` and `frame_shape` (height, width, channels)."""
+  return environments.environment_constructor(
+      level_name, seed, is_test=is_test, width=settings.width, height=settings.height,
+      dataset_path=settings.dataset_path, num_action_repeats=settings.num_action_repeats)
+
+
+def make_agent(settings, level_name):
+  """The agent (`networks.make_agent`: gin `agent_network.network`) for a level's action set and frame shape."""
+  constructor = environment_constructor(settings, level_name)
+  return networks.make_agent(constructor.num_actions, constructor.frame_shape)
+
+
+def make_agent_and_learner(settings, level_name):
+  """The agent and its `Learner` under the `distribution_strategy` (built in its scope unless 'default').
+
+  Returns:
+    (agent, learner).
+  """
+  if settings.distribution_strategy == 'default':
+    scope = contextlib.nullcontext()  # The single-device learner, as before strategies existed.
+  else:
+    scope = learner_lib.make_strategy(settings.distribution_strategy).scope()
+  with scope:
+    agent = make_agent(settings, level_name)
+    learner = learner_lib.Learner(
+        agent, entropy_cost=settings.entropy_cost, baseline_cost=settings.baseline_cost,
+        discounting=settings.discounting, reward_clipping=settings.reward_clipping,
+        learning_rate=settings.learning_rate, decay=settings.decay, momentum=settings.momentum,
+        epsilon=settings.epsilon, total_environment_frames=settings.total_environment_frames,
+        num_action_repeats=settings.num_action_repeats)
+  return agent, learner
+
+
+def check_settings(settings):
+  """Checks the settings every mode and job shares: each has its field's type (an int where the original flag is
+  an integer, a number where it is a float, a string), counts are >= 1, intervals >= 0.
+
+  Raises:
+    ValueError: naming the setting (experiment.<name>, flag --<name>) and what it must be.
+  """
+  kinds = {int: ((int, np.integer), 'an int'), float: ((int, float, np.integer, np.floating), 'a number'),
+           str: ((str,), 'a string')}
+  for field in dataclasses.fields(Settings):
+    value = getattr(settings, field.name)
+    types, what = kinds[field.type]
+    if not isinstance(value, types) or isinstance(value, (bool, np.bool_)):
+      raise ValueError(f'experiment.{field.name} (--{field.name}) must be {what}, got {value!r}.')
+  for name in ('num_actors', 'batch_size', 'unroll_length', 'num_action_repeats', 'total_environment_frames',
+               'test_num_episodes'):
+    if getattr(settings, name) < 1:
+      raise ValueError(f'{name} must be >= 1, got {getattr(settings, name)} (experiment.{name}, --{name}).')
+  for name in ('width', 'height'):
+    if getattr(settings, name) < 1:
+      raise ValueError(f'{name} must be >= 1 pixel, got {getattr(settings, name)} (--{name}).')
+  if not settings.checkpoint_interval_s >= 0:
+    raise ValueError(f'experiment.checkpoint_interval_s must be >= 0 seconds, got {settings.checkpoint_interval_s}.')
+  if settings.reward_clipping not in learner_lib.REWARD_CLIPPING_MODES:
+    raise ValueError(f'reward_clipping must be one of {", ".join(learner_lib.REWARD_CLIPPING_MODES)}; got '
+                     f'{settings.reward_clipping!r}.')
+  if settings.distribution_strategy not in learner_lib.STRATEGIES:
+    raise ValueError(f'distribution_strategy must be one of {", ".join(learner_lib.STRATEGIES)}; got '
+                     f'{settings.distribution_strategy!r}.')
