@@ -56,9 +56,9 @@ def _reseed(trainer, seed):
     contexts = [agent.tf_context] + ([agent.sub_context] if hasattr(agent, 'sub_context') else [])
     for context in contexts:
       for mode in context.modes:
-        for sampler in context._samplers[mode]:  # pylint: disable=protected-access
-          if isinstance(getattr(sampler, '_rng', None), tf.random.Generator):
-            generators.append(sampler._rng)  # pylint: disable=protected-access
+        for sampler in context.samplers(mode):
+          if isinstance(getattr(sampler, 'rng', None), tf.random.Generator):
+            generators.append(sampler.rng)
   if trainer.state_preprocess.rng is not None:
     generators.append(trainer.state_preprocess.rng)  # hiro_repr: the representation loss's index sampling
   for i, generator in enumerate(generators):
