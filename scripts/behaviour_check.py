@@ -85,7 +85,7 @@ def _checkpoints(directory):
 
 
 def _tensors(prefix):
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   reader = tf.train.load_checkpoint(prefix)
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}

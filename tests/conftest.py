@@ -12,6 +12,8 @@ import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 @pytest.fixture(autouse=True)
 def _unlock_gin_after_test():
-  """A launcher run finalizes (locks) gin; unlock it after each test so later tests can parse their bindings."""
-  yield
-  gin.config._set_config_is_locked(False)  # pylint: disable=protected-access
+  """A launcher run finalizes (locks) gin; unlock it after each test so later tests can parse their bindings.
+  (`gin.unlock_config` restores, on exit, the state it found: the unlocked one of the test's start.)"""
+  with gin.unlock_config():
+    yield
+

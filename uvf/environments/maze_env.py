@@ -318,6 +318,10 @@ class MazeEnv(py_environment.PyEnvironment):
       reward = robot.step(action)
     return ts.TimeStep(self._mid, np.asarray(reward, dtype=np.float32), self._discount, self._get_obs())
 
+  def observation(self):
+    """The observation of the current physics state: float32 [D], a new array (as `step` and `reset` return it)."""
+    return self._get_obs()
+
   def _get_obs(self):
     """float32 [D], a new array (see the module docstring for the layout)."""
     obs = np.empty(self._obs_dim, dtype=np.float32)
