@@ -15,8 +15,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import launcher  # pylint: disable=g-import-not-at-top,wrong-import-position  (sets TensorFlow's log level first)
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import launcher  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+launcher.prepare_process()  # before TensorFlow loads
+import tensorflow as tf  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 import uvf.configurables  # noqa: F401,E402  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
