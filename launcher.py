@@ -92,7 +92,7 @@ _EVAL_SELECTION_PARAMS = ('checkpoint_path', 'checkpoint_range', 'eval_interval_
                           'num_threads', 'videos_optional')
 # IMPALA's original experiment.py flags (reference impala.md section 2): each is the gin parameter
 # `experiment.<flag>` of the same name and default.
-_IMPALA_FLAGS = ('mode', 'test_num_episodes', 'task', 'job_name', 'total_environment_frames', 'num_actors',
+IMPALA_FLAGS = ('mode', 'test_num_episodes', 'task', 'job_name', 'total_environment_frames', 'num_actors',
                  'batch_size', 'unroll_length', 'num_action_repeats', 'seed', 'entropy_cost', 'baseline_cost',
                  'discounting', 'reward_clipping', 'dataset_path', 'level_name', 'width', 'height', 'learning_rate',
                  'decay', 'momentum', 'epsilon')
@@ -283,7 +283,7 @@ def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   for name in _HIRO_EVAL_FLAGS:
     if _present(fv, name):
       hiro.append(f'evaluate.{name} = {fv[name].value!r}')
-  impala = [f'experiment.{name} = {fv[name].value!r}' for name in _IMPALA_FLAGS + _IMPALA_DISTRIBUTED_FLAGS
+  impala = [f'experiment.{name} = {fv[name].value!r}' for name in IMPALA_FLAGS + _IMPALA_DISTRIBUTED_FLAGS
             if _present(fv, name)]
   return hiro, impala
 

@@ -214,7 +214,7 @@ def test_impala_flags_defaults_and_gin_defaults_are_the_originals(monkeypatch):
   fv = flags.FlagValues()
   launcher.define_flags(fv)
   fv(['run_train.py'])
-  assert set(launcher._IMPALA_FLAGS) == set(IMPALA_FLAG_DEFAULTS)  # pylint: disable=protected-access
+  assert set(launcher.IMPALA_FLAGS) == set(IMPALA_FLAG_DEFAULTS)
   for name, value in IMPALA_FLAG_DEFAULTS.items():
     assert fv[name].value == value, name
   monkeypatch.setitem(sys.modules, 'deepmind_lab', FAKE_DMLAB)
