@@ -304,8 +304,8 @@ def _search_configs_first() -> None:
 
   gin's public `gin.add_config_file_search_path` appends to its search path, after the current directory, so that a
   file of the same relative name in the current directory would shadow the repository's. gin has no public way to
-  put a path first, so this one function edits gin's list `gin.config._LOCATION_PREFIXES` (gin 0.5; tests/test_launcher.py
-  shows a shadowing file in the current directory ignored)."""
+  put a path first, so this one function edits gin's list `gin.config._LOCATION_PREFIXES` (gin 0.5;
+  tests/test_launcher.py shows a shadowing file in the current directory ignored)."""
   import gin  # pylint: disable=g-import-not-at-top
   prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
   if str(CONFIG_DIR) not in prefixes:

@@ -19,6 +19,7 @@ from concurrent import futures
 import numpy as np
 import tensorflow as tf
 
+from uvf import collect
 from uvf.environments import create_maze_env
 
 
@@ -42,8 +43,9 @@ def episode_seed(seed, episode):
 class ParallelEnvironments(object):
   """The Python side of the evaluation: a batch of maze environments stepped together.
 
-  `reset` and `step` are called through `tf.numpy_function` from `Evaluator`'s rollout; the environments are stepped
-  by `num_threads` threads (MuJoCo releases the GIL while it simulates). With `record(k)`, the states of the first k
+  `reset` and `step` are called through `tf.numpy_function` from `Evaluator`'s rollout; each environment is stepped
+  through the `collect.PyEnvironmentStepper` that training's collection uses, by `num_threads` threads (MuJoCo
+  releases the GIL while it simulates). With `record(k)`, the states of the first k
   environments and the sub-goal positions are kept for the videos (rendered afterwards, on the main thread).
   """
 
@@ -51,6 +53,7 @@ class ParallelEnvironments(object):
     self.envs = list(envs)
     if not self.envs:
       raise ValueError('ParallelEnvironments needs at least one environment.')
+    self._steppers = [collect.PyEnvironmentStepper(env) for env in self.envs]
     self.obs_dim = int(self.envs[0].observation_spec().shape[0])
     self.action_dim = int(self.envs[0].action_spec().shape[0])
     num_threads = max(1, min(int(num_threads or 1), len(self.envs)))
@@ -96,7 +99,7 @@ class ParallelEnvironments(object):
       for i in chunk:
         if self.seeds[i] is not None:
           self.envs[i].seed(self.seeds[i])
-        obs[i] = self.envs[i].reset().observation
+        obs[i] = self._steppers[i].reset()
 
     self._map(reset_chunk)
     self._obs = obs
@@ -113,10 +116,7 @@ class ParallelEnvironments(object):
 
     def step_chunk(chunk):
       for i in chunk:
-        time_step = self.envs[i].step(actions[i])
-        obs[i] = time_step.observation
-        rewards[i] = time_step.reward
-        discounts[i] = time_step.discount
+        obs[i], rewards[i], discounts[i], _ = self._steppers[i].step(actions[i])
 
     self._map(step_chunk)
     if self._record:
