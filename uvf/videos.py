@@ -51,7 +51,7 @@ def render_frames(env, recorded_qpos, recorded_subgoals, episode, targets, dista
     # Shadows and reflections make OSMesa (CPU) rendering ~10x slower.
     renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
     renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
-    camera = env._maze_camera() if hasattr(env, '_maze_camera') else -1  # pylint: disable=protected-access
+    camera = env.maze_camera() if hasattr(env, 'maze_camera') else -1
     target = np.asarray(targets[episode], np.float64)
     target_pos = np.array([target[0], target[1], target[2] if target.shape[0] > 2 else 0.5])
     size = 0.05 * getattr(env, 'MAZE_SIZE_SCALING', 8)

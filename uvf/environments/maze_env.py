@@ -447,12 +447,12 @@ class MazeEnv(py_environment.PyEnvironment):
       model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
       model.vis.global_.offheight = max(model.vis.global_.offheight, height)
       self._renderer = rendering.renderer(model, height=height, width=width)
-      self._camera = self._maze_camera()
+      self._camera = self.maze_camera()
       _OPEN_RENDERERS.add(self)
     self._renderer.update_scene(data, camera=self._camera)
     return self._renderer.render()
 
-  def _maze_camera(self):
+  def maze_camera(self):
     """A free camera looking at the maze's centre from above, far enough to show all of it."""
     s = self.MAZE_SIZE_SCALING
     rows, cols = len(self.MAZE_STRUCTURE), len(self.MAZE_STRUCTURE[0])
