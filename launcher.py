@@ -308,7 +308,9 @@ def _search_configs_first() -> None:
   tests/test_launcher.py shows a shadowing file in the current directory ignored)."""
   import gin  # pylint: disable=g-import-not-at-top
   prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
-  if str(CONFIG_DIR) not in prefixes:
+  if prefixes[:1] != [str(CONFIG_DIR)]:  # first, even when someone appended it (gin.add_config_file_search_path)
+    while str(CONFIG_DIR) in prefixes:
+      prefixes.remove(str(CONFIG_DIR))
     prefixes.insert(0, str(CONFIG_DIR))
 
 
