@@ -2,8 +2,9 @@
 
 Without `--verbosity` (absl's flag), `quiet()` keeps the screen to the project's messages:
 
-- TensorFlow's native (C++) log lines are off: TF_CPP_MIN_LOG_LEVEL=3 (set at import, before TensorFlow loads; on a
-  CPU machine it hides the three "Unable to register cuDNN / cuFFT / cuBLAS factory" errors), and the few lines
+- TensorFlow's native (C++) log lines are off: TF_CPP_MIN_LOG_LEVEL=3 (set by `default_native_log_level()`, which
+  the programs call first, before TensorFlow loads; on a CPU machine it hides the three "Unable to register cuDNN /
+  cuFFT / cuBLAS factory" errors), and the few lines
   that TF_CPP_MIN_LOG_LEVEL does not reach (XLA's "Compiled cluster using XLA!", absl's notice before it) are dropped
   by a small relay process that file descriptor 2 goes through (`filter_native_stderr`);
 - INFO records of other libraries are dropped (their warnings stay, marked with the library's name), and the
@@ -31,9 +32,21 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent
-# TF_CPP_MIN_LOG_LEVEL as the user set it (None: not set), before this module sets its default.
-USER_TF_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+# TF_CPP_MIN_LOG_LEVEL as the user set it (None: not set), recorded by `default_native_log_level` before it sets its
+# default.
+USER_TF_LOG_LEVEL = None
+_NATIVE_DEFAULT_SET = []  # [True] once default_native_log_level has run in this process
+
+
+def default_native_log_level() -> None:
+  """Records the user's TF_CPP_MIN_LOG_LEVEL (`USER_TF_LOG_LEVEL`) and sets it to 3 when unset: TensorFlow's native
+  log lines off by default. Call it first in a program, before TensorFlow is imported; later calls do nothing."""
+  global USER_TF_LOG_LEVEL  # pylint: disable=global-statement
+  if _NATIVE_DEFAULT_SET:
+    return
+  _NATIVE_DEFAULT_SET.append(True)
+  USER_TF_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 # A native log line: absl C++ ("I1201 14:08:10.071630    6939 device_compiler.h:186] ...", or before absl is
 # initialised "I0000 00:00:1796135024.047210 ..."; a C/C++ source file tells it from absl Python's same prefix),

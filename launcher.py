@@ -41,7 +41,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
-import console  # sets TF_CPP_MIN_LOG_LEVEL before TensorFlow loads (console.py)
+import console
 
 REPO_ROOT = Path(__file__).resolve().parent
 CONFIG_DIR = REPO_ROOT / 'configs'
@@ -92,13 +92,19 @@ _EVAL_SELECTION_PARAMS = ('checkpoint_path', 'checkpoint_range', 'eval_interval_
                           'num_threads', 'videos_optional')
 # IMPALA's original experiment.py flags (reference impala.md section 2): each is the gin parameter
 # `experiment.<flag>` of the same name and default.
-_IMPALA_FLAGS = ('mode', 'test_num_episodes', 'task', 'job_name', 'total_environment_frames', 'num_actors',
+IMPALA_FLAGS = ('mode', 'test_num_episodes', 'task', 'job_name', 'total_environment_frames', 'num_actors',
                  'batch_size', 'unroll_length', 'num_action_repeats', 'seed', 'entropy_cost', 'baseline_cost',
                  'discounting', 'reward_clipping', 'dataset_path', 'level_name', 'width', 'height', 'learning_rate',
                  'decay', 'momentum', 'epsilon')
 # Flags of multi-machine IMPALA (issue #8, not in the original), also `experiment.<flag>` bindings:
 # scalable_agent/distributed.py, docs/impala_distributed.md.
 _IMPALA_DISTRIBUTED_FLAGS = ('learner_address', 'reverb_port')
+
+
+def prepare_process() -> None:
+  """What a program of this repository does first, before TensorFlow loads: TensorFlow's native log lines off unless
+  the user set TF_CPP_MIN_LOG_LEVEL (`console.default_native_log_level`). Importing this module changes nothing."""
+  console.default_native_log_level()
 
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
@@ -277,7 +283,7 @@ def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   for name in _HIRO_EVAL_FLAGS:
     if _present(fv, name):
       hiro.append(f'evaluate.{name} = {fv[name].value!r}')
-  impala = [f'experiment.{name} = {fv[name].value!r}' for name in _IMPALA_FLAGS + _IMPALA_DISTRIBUTED_FLAGS
+  impala = [f'experiment.{name} = {fv[name].value!r}' for name in IMPALA_FLAGS + _IMPALA_DISTRIBUTED_FLAGS
             if _present(fv, name)]
   return hiro, impala
 
@@ -293,13 +299,24 @@ def parse_gin(config_paths: Sequence[Path], bindings: Sequence[str]) -> None:
     _parse_gin_unlocked(config_paths, bindings)
 
 
+def _search_configs_first() -> None:
+  """Makes gin resolve a relative `include 'uvf/configs/base_uvf.gin'` under configs/ before anywhere else.
+
+  gin's public `gin.add_config_file_search_path` appends to its search path, after the current directory, so that a
+  file of the same relative name in the current directory would shadow the repository's. gin has no public way to
+  put a path first, so this one function edits gin's list `gin.config._LOCATION_PREFIXES` (gin 0.5;
+  tests/test_launcher.py shows a shadowing file in the current directory ignored)."""
+  import gin  # pylint: disable=g-import-not-at-top
+  prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
+  if prefixes[:1] != [str(CONFIG_DIR)]:  # first, even when someone appended it (gin.add_config_file_search_path)
+    while str(CONFIG_DIR) in prefixes:
+      prefixes.remove(str(CONFIG_DIR))
+    prefixes.insert(0, str(CONFIG_DIR))
+
+
 def _parse_gin_unlocked(config_paths: Sequence[Path], bindings: Sequence[str]) -> None:
   import gin  # pylint: disable=g-import-not-at-top
-  # `include 'uvf/configs/base_uvf.gin'` resolves under configs/. First in the search path, so that gin does not
-  # log a failed lookup in the current directory for every include.
-  prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
-  if str(CONFIG_DIR) not in prefixes:
-    prefixes.insert(0, str(CONFIG_DIR))
+  _search_configs_first()
   for path in config_paths:
     _gin_call(lambda: gin.parse_config_file(str(path)), f'{_display(path)} (or a file it includes)')
   if bindings:

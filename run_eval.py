@@ -18,6 +18,7 @@ from absl import flags
 
 import launcher
 
+launcher.prepare_process()  # before TensorFlow loads
 launcher.define_flags()
 flags.adopt_module_key_flags(launcher)
 

@@ -22,6 +22,7 @@ from absl import flags
 
 import launcher
 
+launcher.prepare_process()  # before TensorFlow loads
 launcher.define_flags()
 flags.adopt_module_key_flags(launcher)
 

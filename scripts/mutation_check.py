@@ -45,12 +45,12 @@ REWARDS = 'tests/uvf/test_rewards_functions.py'
 CORRECTION = 'tests/uvf/test_off_policy_correction.py'
 CONTEXT = 'tests/uvf/test_context.py'
 COLLECT = 'tests/uvf/test_collect.py'
-TRAIN = 'uvf/train.py'
+TRAIN = 'uvf/trainer.py'  # the compiled trainer (HiroTrainer): the updates' inputs
 TD3 = 'uvf/agents/ddpg_agent.py'
 OPC = 'uvf/off_policy_correction.py'
 
 MUTATIONS = [
-    # The meta-level update (uvf/train.py): relabelling, rewards, discounts, merged states.
+    # The meta-level update (uvf/trainer.py): relabelling, rewards, discounts, merged states.
     Mutation('meta_relabelling_skipped', TRAIN,
              'goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)',
              'goals = tf.identity(goals)', [META_BATCH, TF1_META]),
@@ -64,7 +64,7 @@ MUTATIONS = [
              [META_BATCH, TF1_META]),
     Mutation('meta_next_state_with_old_target', TRAIN, 'merged_states(next_states, [next_contexts])',
              'merged_states(next_states, [contexts])', [META_BATCH, TF1_META]),
-    # The low-level update (uvf/train.py).
+    # The low-level update (uvf/trainer.py).
     Mutation('low_gamma_dropped', TRAIN, '[goals], self._gamma)', '[goals], 1.0)', [LOW_BATCH, TF1_LOW]),
     Mutation('low_trains_on_stored_reward', TRAIN, '[goals]), actions, context_rewards, discounts,',
              '[goals]), actions, rewards, discounts,', [LOW_BATCH, TF1_LOW]),
@@ -115,6 +115,10 @@ MUTATIONS = [
     Mutation('step_goals_not_relative', 'uvf/context/context_transition_functions.py',
              'relative = tf.expand_dims(goal[:, :k] + states[:, 0, :k], 1) - states[:, :, :k]',
              'relative = tf.expand_dims(goal[:, :k], 1) + 0.0 * states[:, :, :k]', [CORRECTION, CONTEXT]),
+    Mutation('goal_schedule_off_by_one', 'uvf/context/context.py',
+             'tf.equal(tf.math.floormod(timer, self.meta_action_every_n), 0)',
+             'tf.equal(tf.math.floormod(timer, self.meta_action_every_n), 1)',
+             [CONTEXT, 'tests/uvf/test_rollout.py']),
     Mutation('meta_reward_scale_not_0.1', 'uvf/collect.py', 'META_REWARD_SCALE = 0.1', 'META_REWARD_SCALE = 1.0',
              [COLLECT]),
     # The off-policy correction (uvf/off_policy_correction.py).

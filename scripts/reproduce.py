@@ -378,6 +378,7 @@ def make_plan(args):
   if args.seeds < 1 or args.steps < 1 or args.policy_every < 1 or args.eval_episodes < 1:
     raise KitError('--seeds, --steps, --policy_every and --eval_episodes must be positive.')
   import launcher  # pylint: disable=g-import-not-at-top  (imports TensorFlow: only when planning)
+  launcher.prepare_process()
   from absl import flags  # pylint: disable=g-import-not-at-top
   try:
     config_paths = [launcher.resolve_config_path(p) for p in args.config]

@@ -214,7 +214,7 @@ def test_impala_flags_defaults_and_gin_defaults_are_the_originals(monkeypatch):
   fv = flags.FlagValues()
   launcher.define_flags(fv)
   fv(['run_train.py'])
-  assert set(launcher._IMPALA_FLAGS) == set(IMPALA_FLAG_DEFAULTS)  # pylint: disable=protected-access
+  assert set(launcher.IMPALA_FLAGS) == set(IMPALA_FLAG_DEFAULTS)
   for name, value in IMPALA_FLAG_DEFAULTS.items():
     assert fv[name].value == value, name
   monkeypatch.setitem(sys.modules, 'deepmind_lab', FAKE_DMLAB)
@@ -397,3 +397,25 @@ def test_first_screen_says_what_runs_and_where(tmp_path, monkeypatch):
                     '--learner_address=localhost:8000')
   assert launcher.first_screen('train', actor).splitlines()[1:] == [
       '  actor job: nothing is written here (the learner owns the run directory)']
+
+
+def test_includes_resolve_under_configs_before_the_current_directory(tmp_path, monkeypatch):
+  """A file of an included config's relative name in the current directory does not shadow the repository's."""
+  shadow = tmp_path / 'uvf' / 'configs' / 'base_uvf.gin'
+  shadow.parent.mkdir(parents=True)
+  shadow.write_text('this is not gin = (\n')
+  monkeypatch.chdir(tmp_path)
+  launcher.parse_gin([launcher.resolve_config_path('configs/point_maze.gin')], [])
+  assert gin.query_parameter('create_maze_env.env_name') == 'PointMaze'
+
+
+def test_importing_the_launcher_changes_no_environment_variable(tmp_path):
+  """The environment is set by an explicit call (`prepare_process`, first thing in run_train.py / run_eval.py)."""
+  code = ('import os, sys; sys.path.insert(0, %r); before = dict(os.environ); import launcher; '
+          'assert dict(os.environ) == before, "import"; os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None); '
+          'launcher.prepare_process(); print(os.environ["TF_CPP_MIN_LOG_LEVEL"])' % str(REPO))
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  result = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.strip() == '3'

@@ -24,19 +24,18 @@ Run directories (`uvf.train.TrainingLoop`, docs/reliability.md): `list_checkpoin
 `checkpoint` index file, `storage_error` turns a failed write into one `RunDirectoryError` naming the directory, the
 size needed and what is free.
 
-Command line (python -m uvf.checkpoints -h):
-  python -m uvf.checkpoints export SRC OUT --config configs/ant_maze.gin   # port's policy checkpoint -> TF1 one
-  python -m uvf.checkpoints list SRC                                       # names, shapes, what they look like
+`read_policy_tensors(path)` reads a checkpoint's entries by TF1 name, as they are.
+
+This module is a library: it imports no other module of `uvf` (the command line that exports and lists checkpoints
+is `scripts/hiro_checkpoints.py`).
 """
 
-import argparse
 import collections
 import errno
 import glob
 import os
 import re
 import shutil
-import sys
 
 from absl import logging
 import tensorflow as tf
@@ -209,6 +208,23 @@ def read_policy_entries(path):
   path, reader = _open(path)
   entries = _Entries(path, reader)
   return entries.format, collections.OrderedDict((n, (s, d)) for n, (_, s, d) in entries.entries.items())
+
+
+def read_policy_tensors(path, policy_only=False):
+  """(prefix, {TF1 name: numpy array}) of the checkpoint at `path` (either format), every entry as it is stored.
+
+  Args:
+    path: a checkpoint prefix or a directory with a `checkpoint` state file (`resolve_checkpoint_path`).
+    policy_only: keep only the names of a policy checkpoint (hiro.md 4.1), dropping a full training checkpoint's
+      training-only variables.
+
+  Raises:
+    NotACheckpointError: `path` is not a readable checkpoint.
+  """
+  path, reader = _open(path)
+  entries = _Entries(path, reader)
+  names = [n for n in entries.entries if not policy_only or _POLICY_NAME.match(n)]
+  return path, collections.OrderedDict((name, entries.read(name)) for name in names)
 
 
 KIND_POLICY = 'policy'  # a policy checkpoint, original TF1 or this port's
@@ -682,69 +698,3 @@ def export_tf1_policy(variables_by_name, path):
     tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[''] * len(names), tensors=tensors)
   _add_to_checkpoint_state(directory, path)
   return path
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Command line.
-
-
-def _build_policy_variables(config, gin_params):
-  """{TF1 name: variable} of the policy of the gin configuration `config` (as training and evaluation build it)."""
-  import launcher  # pylint: disable=g-import-not-at-top
-  import uvf.configurables  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from uvf import representation  # pylint: disable=g-import-not-at-top
-  from uvf import build  # pylint: disable=g-import-not-at-top
-  from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top
-  try:
-    launcher.parse_gin([launcher.resolve_config_path(config)], list(gin_params))
-  except launcher.LaunchError as e:
-    raise ValueError(str(e)) from None
-  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
-      create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
-      representation.InverseDynamics)
-  counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
-              for name in ('global_step', 'num_episodes', 'num_resets')]
-  return build.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
-
-
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m uvf.checkpoints', description=__doc__.split('\n')[0])
-  commands = parser.add_subparsers(dest='command', required=True)
-  export = commands.add_parser('export', help='write a policy checkpoint (either format) as an original TF1 one')
-  export.add_argument('source', help='policy checkpoint prefix, e.g. runs/ant_maze/policy/model.ckpt-300000')
-  export.add_argument('output', help='prefix to write, e.g. /tmp/tf1/model.ckpt-300000')
-  export.add_argument('--config', help='gin file of the run: checks the checkpoint strictly against that policy. '
-                      'Without it, every policy entry is copied as it is.')
-  export.add_argument('--gin_param', action='append', default=[], help='extra gin binding (repeatable)')
-  export.add_argument('--allow_extra', action='store_true',
-                      help='ignore training-only variables (a full training checkpoint)')
-  listing = commands.add_parser('list', help='print the names, shapes and dtypes of a checkpoint')
-  listing.add_argument('source')
-  args = parser.parse_args(argv)
-  try:
-    if args.command == 'list':
-      fmt, entries = read_policy_entries(args.source)
-      print(f'{resolve_checkpoint_path(args.source)}: {fmt} format, {len(entries)} entries; '
-            f'looks like {describe({n: s for n, (s, _) in entries.items()})}')
-      for name, (shape, dtype) in entries.items():
-        print(f'  {name}  {dtype.name}{shape}')
-      return 0
-    if args.config:
-      variables = _build_policy_variables(args.config, args.gin_param)
-      source = restore_policy(args.source, variables, allow_extra=args.allow_extra)
-    else:
-      source, reader = _open(args.source)
-      entries = _Entries(source, reader)
-      names = [n for n in entries.entries if not args.allow_extra or _POLICY_NAME.match(n)]
-      variables = collections.OrderedDict((name, entries.read(name)) for name in names)
-    written = export_tf1_policy(variables, args.output)
-    print(f'wrote {written} ({len(variables)} variables) from {source}')
-    return 0
-  except (ValueError, OSError) as e:  # NotACheckpointError, CheckpointMismatchError, launcher errors as ValueError
-    print(f'error: {e}', file=sys.stderr)
-    return 1
-
-
-if __name__ == '__main__':
-  sys.exit(main())

@@ -40,7 +40,7 @@ MEMORY_SIZE = 1024
 INDEX_DISCOUNT = 0.99
 
 
-def _network_factory(fn):
+def network_factory(fn):
   """Marks a gin factory that builds a network from input sizes (as opposed to a function of the states)."""
   fn.builds_network = True
   return fn
@@ -152,7 +152,7 @@ class ActionEmbedNetwork(_EmbeddingNetwork):
 
 
 @gin.configurable(denylist=['state_dim', 'scope'])
-@_network_factory
+@network_factory
 def state_preprocess_net(state_dim,
                          scope='state_process_net',
                          num_output_dims=2,
@@ -172,7 +172,7 @@ def state_preprocess_net(state_dim,
 
 
 @gin.configurable(denylist=['action_dim', 'state_dim', 'scope'])
-@_network_factory
+@network_factory
 def action_embed_net(action_dim,
                      state_dim=None,
                      scope='action_embed_net',

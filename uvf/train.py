@@ -56,16 +56,16 @@ def _reseed(trainer, seed):
     contexts = [agent.tf_context] + ([agent.sub_context] if hasattr(agent, 'sub_context') else [])
     for context in contexts:
       for mode in context.modes:
-        for sampler in context._samplers[mode]:  # pylint: disable=protected-access
-          if isinstance(getattr(sampler, '_rng', None), tf.random.Generator):
-            generators.append(sampler._rng)  # pylint: disable=protected-access
+        for sampler in context.samplers(mode):
+          if isinstance(getattr(sampler, 'rng', None), tf.random.Generator):
+            generators.append(sampler.rng)
   if trainer.state_preprocess.rng is not None:
     generators.append(trainer.state_preprocess.rng)  # hiro_repr: the representation loss's index sampling
   for i, generator in enumerate(generators):
     generator.reset_from_seed(seed * 1000 + 10 + i)
 
 
-def _restore_low_level(trainer, load_path):
+def restore_low_level(trainer, load_path):
   """The original's `load_path`: the low-level actor and critics (and with hiro_repr the representation, as the
   original's `lowlevel_saver`) from a checkpoint holding their TF1 names (an original TF1 checkpoint, or a policy
   checkpoint of this port)."""
@@ -116,6 +116,41 @@ def request_stop(signal_name='SIGTERM'):
   return True
 
 
+# train_uvf's parameters that the original's gin files and command lines may bind and that have no effect here: name
+# -> why. They stay in train_uvf's signature (gin binds only the parameters a function has), so every original
+# binding keeps working; `train_uvf` drops them before anything else.
+COMPATIBILITY_ONLY = {
+    'num_bin_actions': 'the bins of discrete actions; HIRO acts continuously (unused by the original too)',
+    'prefetch_queue_capacity': "the original's TF1 input queue; replay batches are sampled inside the compiled step",
+    'summarize_gradients': 'gradient histograms of the TF1 train op; the updates write losses only',
+    'replay_context_ratio': 'context relabelling, used only with relabel_contexts (not ported; HIRO: False)',
+    'next_state_as_context_ratio': 'context relabelling, used only with relabel_contexts (not ported; HIRO: False)',
+    'state_index': 'context relabelling, used only with relabel_contexts (not ported; HIRO: False)',
+    'zero_timer_ratio': 'context relabelling, used only with relabel_contexts (not ported; HIRO: False)',
+    'timer_index': 'context relabelling, used only with relabel_contexts (not ported; HIRO: False)',
+    'debug': "the original's TF1 debugging prints (unused by its training loop)",
+}
+
+# train_uvf's parameters of original features this port does not have: name -> (fn(value) -> True when the value is
+# one that works here (HIRO's), the message otherwise). No HIRO configuration sets another value.
+NOT_PORTED = {
+    'exp_action_wrapper': (lambda v: v is None,
+                           'train_uvf.exp_action_wrapper is not ported (HIRO does not use it).'),
+    'relabel_contexts': (lambda v: not v,
+                         'train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) are not '
+                         'ported; HIRO trains on the stored ones (False).'),
+    'meta_relabel_contexts': (lambda v: not v,
+                              'train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) are '
+                              'not ported; HIRO trains on the stored ones (False).'),
+    'repeat_size': (lambda v: not v, 'train_uvf.repeat_size > 0 is not ported (HIRO: 0).'),
+    'clip_gradient_norm': (lambda v: not v, 'train_uvf.clip_gradient_norm > 0 is not ported (HIRO: 0).'),
+    'replay_num_steps': (lambda v: v == 1, 'train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO '
+                                           'samples single transitions).'),
+    'meta_replay_num_steps': (lambda v: v == 1, 'train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO '
+                                                'samples single transitions).'),
+}
+
+
 def _is_count(value, minimum):
   return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= minimum
 
@@ -133,18 +168,9 @@ def _check_arguments(**kwargs):
                'meta_actor_optimizer'):
     if a[name] is None:
       raise ValueError(f'train_uvf needs {name} (bound by configs/uvf/configs/train_uvf.gin; include it).')
-  if a['exp_action_wrapper'] is not None:
-    raise NotImplementedError('train_uvf.exp_action_wrapper is not ported (HIRO does not use it).')
-  if a['relabel_contexts'] or a['meta_relabel_contexts']:
-    raise NotImplementedError('train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) '
-                              'are not ported; HIRO trains on the stored ones (False).')
-  if a['repeat_size']:
-    raise NotImplementedError('train_uvf.repeat_size > 0 is not ported (HIRO: 0).')
-  if a['clip_gradient_norm']:
-    raise NotImplementedError('train_uvf.clip_gradient_norm > 0 is not ported (HIRO: 0).')
-  if a['replay_num_steps'] != 1 or a['meta_replay_num_steps'] != 1:
-    raise NotImplementedError('train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO samples single '
-                              'transitions).')
+  for name, (works, message) in NOT_PORTED.items():
+    if not works(a[name]):
+      raise NotImplementedError(message)
   if a['max_steps_per_episode'] is None:
     raise ValueError('train_uvf.max_steps_per_episode must be set (HIRO: 500, bound by the environment configs).')
   for name in ('num_updates_per_observation', 'num_collect_per_update', 'num_collect_per_meta_update', 'batch_size',
@@ -254,9 +280,11 @@ def train_uvf(train_dir,
     reward_scale_factor: scales the stored rewards (only the meta level trains on stored rewards).
     target_update_period: delayed actor and target update period (2).
     should_stop_early: None or a callable returning True to stop (checked between compiled calls).
-    summarize_gradients, prefetch_queue_capacity, num_bin_actions, replay_context_ratio, next_state_as_context_ratio,
-      state_index, zero_timer_ratio, timer_index, debug: accepted and ignored (unused by the original too, or
-      without effect here).
+    num_bin_actions, prefetch_queue_capacity, summarize_gradients, replay_context_ratio, next_state_as_context_ratio,
+      state_index, zero_timer_ratio, timer_index, debug: accepted for the original's gin files, without effect
+      (`COMPATIBILITY_ONLY` says why, for each).
+    exp_action_wrapper, relabel_contexts, meta_relabel_contexts, repeat_size, clip_gradient_norm, replay_num_steps,
+      meta_replay_num_steps: features not ported; only HIRO's values are accepted (`NOT_PORTED`).
     debug_summaries: passed to the agents (the original crashed with True).
     log_every_n_steps: progress line period, in environment steps.
     policy_save_dir, save_policy_every_n_steps, save_policy_interval_secs, max_policies_to_save: policy
@@ -277,9 +305,11 @@ def train_uvf(train_dir,
   Returns:
     The final global step (int).
   """
-  del num_bin_actions, prefetch_queue_capacity, replay_context_ratio, next_state_as_context_ratio
-  del state_index, zero_timer_ratio, timer_index, debug, summarize_gradients
   _check_arguments(**{k: v for k, v in locals().items() if k != 'train_dir'})
+  del num_bin_actions, prefetch_queue_capacity, summarize_gradients, replay_context_ratio  # COMPATIBILITY_ONLY
+  del next_state_as_context_ratio, state_index, zero_timer_ratio, timer_index, debug  # COMPATIBILITY_ONLY
+  del exp_action_wrapper, relabel_contexts, meta_relabel_contexts, repeat_size, clip_gradient_norm  # NOT_PORTED
+  del replay_num_steps, meta_replay_num_steps  # NOT_PORTED: checked above
   if initial_steps is None:
     initial_steps = initial_episodes * max_steps_per_episode
   if agent_class.ACTION_TYPE != 'continuous' or meta_agent_class.ACTION_TYPE != 'continuous':
@@ -390,7 +420,7 @@ class TrainingLoop(object):
     self.trainer.uvf_agent.copy_to_targets()
     self.trainer.meta_agent.copy_to_targets()
     if self.load_path:
-      _restore_low_level(self.trainer, self.load_path)
+      restore_low_level(self.trainer, self.load_path)
     return False
 
   def full_checkpoint_bytes(self):

@@ -48,3 +48,10 @@ def build_trainer(train_dir, bindings):
     return run_training(train_dir, bindings).trainer
   finally:
     train.TrainingLoop.run = original
+
+
+def adam_beta_powers(optimizer):
+  """(beta1_power, beta2_power) of a TF1 `AdamOptimizer`: its two non-slot variables, found by name in its public
+  `variables()` (beta^t after t Adam steps)."""
+  by_name = {variable.name.split('/')[-1].split(':')[0]: variable for variable in optimizer.variables()}
+  return by_name['beta1_power'], by_name['beta2_power']

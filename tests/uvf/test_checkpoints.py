@@ -8,6 +8,7 @@ for its math: the port's agents, built from the real gin configuration, must rep
 """
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -20,6 +21,10 @@ from uvf import checkpoints
 from uvf import representation
 from uvf import build as build_lib
 from uvf.environments import create_maze_env
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                'scripts'))
+import hiro_checkpoints  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position  (its command line)
 
 CONFIGS = hiro_fixtures.CONFIG.parent
 STEP = 300000
@@ -389,18 +394,18 @@ def test_command_line_export(policy, tmp_path, capsys):
                                        max_to_keep=None, checkpoint_name='model.ckpt')
   source = manager.save(checkpoint_number=500)
   out = str(tmp_path / 'tf1' / 'model.ckpt-500')
-  assert checkpoints.main(['export', source, out]) == 0  # no config: copies the entries as they are
+  assert hiro_checkpoints.main(['export', source, out]) == 0  # no config: copies the entries as they are
   values = {name: tf.train.load_checkpoint(out).get_tensor(name) for name in expected}
   for name, value in expected.items():
     np.testing.assert_array_equal(values[name], value, err_msg=name)
   assert sorted(tf.train.load_checkpoint(out).get_variable_to_shape_map()) == sorted(expected)
-  assert checkpoints.main(['export', str(tmp_path / 'nothing'), out]) == 1
+  assert hiro_checkpoints.main(['export', str(tmp_path / 'nothing'), out]) == 1
   # With the run's config: checked strictly against the policy that config builds.
   checked = str(tmp_path / 'tf1_checked' / 'model.ckpt-500')
-  assert checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze.gin']) == 0
+  assert hiro_checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze.gin']) == 0
   for name, value in expected.items():
     np.testing.assert_array_equal(tf.train.load_checkpoint(checked).get_tensor(name), value, err_msg=name)
-  assert checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze_xy.gin']) == 1
+  assert hiro_checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze_xy.gin']) == 1
   assert 'does not match' in capsys.readouterr().err
 
 

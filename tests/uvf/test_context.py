@@ -159,8 +159,8 @@ def test_context_specs_and_variable_names(contexts):
   np.testing.assert_array_equal(meta.context_as_action_specs[0].minimum, [-4, -4])
   np.testing.assert_array_equal(meta.context_as_action_specs[0].maximum, [20, 20])
   assert low.meta_action_every_n == 10 and meta.modes == ['eval1', 'eval2', 'eval3', 'explore', 'train']
-  assert isinstance(meta._samplers['eval2'][0], samplers.ConstantSampler)  # pylint: disable=protected-access
-  assert isinstance(low._samplers['train'][0], samplers.DirectionSampler)  # pylint: disable=protected-access
+  assert isinstance(meta.samplers('eval2')[0], samplers.ConstantSampler)
+  assert isinstance(low.samplers('train')[0], samplers.DirectionSampler)
   with pytest.raises(ValueError, match=r"no sampler for mode 'eval'.*'eval1'"):
     meta.reset('eval')
 

@@ -23,6 +23,8 @@ from uvf import agent as agent_lib
 from uvf import checkpoints
 from uvf import eval as eval_lib
 from uvf import representation
+from uvf import rollout
+from uvf import videos
 from uvf import build as build_lib
 from uvf.environments import create_maze_env
 from uvf.environments import rendering
@@ -180,7 +182,7 @@ def test_evaluate_outputs_match_a_sequential_rollout_and_are_deterministic(polic
   for mode in ('eval1', 'eval3'):
     row = next(row for row in json_rows if row['mode'] == mode)
     for i in range(EPISODES):
-      reward, meta_reward, distance = reference_episode(meta, low, np.array(GOALS[mode]), eval_lib.episode_seed(0, i))
+      reward, meta_reward, distance = reference_episode(meta, low, np.array(GOALS[mode]), rollout.episode_seed(0, i))
       assert row['episodes']['rewards'][i] == pytest.approx(reward, rel=1e-3)
       assert row['episodes']['meta_rewards'][i] == pytest.approx(meta_reward, rel=1e-4)
       assert row['episodes']['final_distances'][i] == pytest.approx(distance, rel=1e-4)
@@ -207,9 +209,9 @@ def test_evaluate_outputs_match_a_sequential_rollout_and_are_deterministic(polic
 def test_rollout_is_traced_once_and_meta_goals_every_c_steps(policy):
   """The batched rollout: one trace for every mode; 10 + 1 steps cross two meta periods."""
   _, _, (meta, low, preprocess) = policy
-  envs = eval_lib.ParallelEnvironments([create_maze_env.create_maze_env() for _ in range(2)], num_threads=2)
-  evaluator = eval_lib.Evaluator(envs, low, meta, preprocess)
-  seeds = [eval_lib.episode_seed(0, i) for i in range(2)]
+  envs = rollout.ParallelEnvironments([create_maze_env.create_maze_env() for _ in range(2)], num_threads=2)
+  evaluator = rollout.Evaluator(envs, low, meta, preprocess)
+  seeds = [rollout.episode_seed(0, i) for i in range(2)]
   first = evaluator.run(evaluator.targets('eval3', 2).numpy(), 11, seeds)
   second = evaluator.run(evaluator.targets('eval1', 2).numpy(), 11, seeds)
   assert evaluator.rollout_function.experimental_get_tracing_count() == 1
@@ -315,7 +317,7 @@ def test_video_gif_frames(policy, tmp_path, monkeypatch):
                     reason='ffmpeg / ffprobe not installed (apt-get install ffmpeg); the GIF path is tested instead')
 def test_video_mp4_frames(tmp_path):
   frames = np.random.default_rng(0).integers(0, 255, size=(7, 48, 64, 3), dtype=np.uint8)
-  path = eval_lib.write_video(frames, str(tmp_path / 'videos' / 'eval1_hrl_step_5'), fps=10)
+  path = videos.write_video(frames, str(tmp_path / 'videos' / 'eval1_hrl_step_5'), fps=10)
   assert path.endswith('.mp4')
   count = subprocess.run(['ffprobe', '-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries',
                           'stream=nb_read_frames', '-of', 'csv=p=0', path], capture_output=True, text=True,

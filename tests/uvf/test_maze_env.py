@@ -116,7 +116,7 @@ def test_top_down_view_of_the_cells_around_the_robot():
         expected[i + 1, j + 1] = 1.0
   np.testing.assert_allclose(view[:, :, 0], expected, atol=1e-12)
   assert not view[:, :, 1:].any()
-  obs = env._get_obs()  # pylint: disable=protected-access
+  obs = env.observation()
   np.testing.assert_allclose(obs[29:104], view.ravel().astype(np.float32))
 
 
@@ -135,7 +135,7 @@ def test_ego_range_sensors():
   steep = (24 - 4 / math.sin(3 * math.pi / 8)) / 24  # rays 1, 2, 5, 6 (-+5pi/8, -+3pi/8) meet y = -+4
   np.testing.assert_allclose(readings[:, 0], [near, steep, steep, far, far, steep, steep, near], atol=1e-9)
   assert not readings[:, 1:].any()
-  obs = env._get_obs()  # pylint: disable=protected-access
+  obs = env.observation()
   np.testing.assert_allclose(obs[29:53], readings.ravel().astype(np.float32))
 
 

@@ -26,7 +26,7 @@ PHI_HIDDEN, PSI_HIDDEN = (5, 6), (8, 7)
 
 def _factory(fn, **kwargs):
   """A network factory with explicit hyper-parameters (explicit arguments win over any gin binding)."""
-  return representation._network_factory(functools.partial(fn, **kwargs))  # pylint: disable=protected-access
+  return representation.network_factory(functools.partial(fn, **kwargs))
 
 
 def _small_preprocess(seed=0, images=False):
@@ -209,7 +209,7 @@ def test_loss_gradients_and_two_adam_steps_match_numpy():
       exact_zero = np.abs(m[i]) < 1e-12
       np.testing.assert_allclose(variable.numpy()[~exact_zero], expected[~exact_zero], rtol=0, atol=2e-7)
       assert np.all(np.abs(variable.numpy() - w)[exact_zero] <= 5e-4), i
-  beta1_power, beta2_power = optimizer._get_beta_accumulators()  # pylint: disable=protected-access
+  beta1_power, beta2_power = hiro_fixtures.adam_beta_powers(optimizer)
   np.testing.assert_allclose([beta1_power.numpy(), beta2_power.numpy()], [0.9 ** 3, 0.999 ** 3], rtol=1e-6)
 
 
@@ -302,7 +302,7 @@ def test_hiro_repr_variables_and_policy_checkpoint(repr_run):
   assert t.meta_agent.variables_by_tf1_name()['meta_agent/actor_net/actions/weights'].shape == [300, 2]
   assert t.uvf_agent.variables_by_tf1_name()['uvf_agent/actor_net/states/states_1/weights'].shape == [32, 300]
   # One representation step per low-level update: 100 Adam steps (beta1_power = 0.9^101).
-  beta1_power, _ = t.repr_update.optimizer._get_beta_accumulators()  # pylint: disable=protected-access
+  beta1_power, _ = hiro_fixtures.adam_beta_powers(t.repr_update.optimizer)
   np.testing.assert_allclose(beta1_power.numpy(), 0.9 ** 101, rtol=1e-5)
   policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
   keys = set(tf.train.load_checkpoint(policy).get_variable_to_shape_map())

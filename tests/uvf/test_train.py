@@ -241,7 +241,7 @@ def test_every_hiro_repr_config_trains(config, obs_dim, action_dim, tmp_path):
   names = t.state_preprocess.variables_by_tf1_name()
   assert names['state_preprocess/state_process_net/states/states_1/weights'].shape == [obs_dim, 100]
   assert names['state_preprocess/action_embed_net/hidden/hidden_1/weights'].shape == [10 * action_dim + obs_dim, 400]
-  beta1_power, _ = t.repr_update.optimizer._get_beta_accumulators()  # pylint: disable=protected-access
+  beta1_power, _ = hiro_fixtures.adam_beta_powers(t.repr_update.optimizer)
   np.testing.assert_allclose(beta1_power.numpy(), 0.9 ** 81, rtol=1e-5)  # one repr step per low-level update
   assert all(name in t.policy_variables_by_tf1_name() for name in names)
 
@@ -257,7 +257,7 @@ def test_load_path_restores_the_low_level_only(run_a, tmp_path):
     fresh = hiro_fixtures.run_training(tmp_path, hiro_fixtures.small_bindings(episodes=2)).trainer
   finally:
     train.TrainingLoop.run = original_run
-  train._restore_low_level(fresh, policy)  # pylint: disable=protected-access
+  train.restore_low_level(fresh, policy)
   for agent_a, agent_b, restored in ((loop_a.trainer.uvf_agent, fresh.uvf_agent, True),
                                      (loop_a.trainer.meta_agent, fresh.meta_agent, False)):
     names_a, names_b = agent_a.variables_by_tf1_name(), agent_b.variables_by_tf1_name()
@@ -268,4 +268,22 @@ def test_load_path_restores_the_low_level_only(run_a, tmp_path):
       assert same == restored, name
   with pytest.raises(ValueError, match='missing'):
     tf.train.Checkpoint(variables={'global_step': fresh.global_step}).write(str(tmp_path / 'counters_only'))
-    train._restore_low_level(fresh, str(tmp_path / 'counters_only'))  # pylint: disable=protected-access
+    train.restore_low_level(fresh, str(tmp_path / 'counters_only'))
+
+
+def test_compatibility_only_arguments_are_bindable_and_unused():
+  """Every original train_uvf parameter stays gin-bindable; those in COMPATIBILITY_ONLY are read nowhere in
+  train_uvf (only dropped), and those in NOT_PORTED refuse any value but HIRO's."""
+  import ast  # pylint: disable=import-outside-toplevel
+  import inspect  # pylint: disable=import-outside-toplevel
+  parameters = set(inspect.signature(train.train_uvf).parameters)
+  assert set(train.COMPATIBILITY_ONLY) <= parameters and set(train.NOT_PORTED) <= parameters
+  tree = ast.parse(inspect.getsource(train.train_uvf))
+  function = tree.body[0]
+  read = {node.id for statement in function.body if not isinstance(statement, ast.Delete)
+          for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+  assert not read & set(train.COMPATIBILITY_ONLY)
+  defaults = {name: p.default for name, p in inspect.signature(train.train_uvf).parameters.items()}
+  for name, (works, message) in train.NOT_PORTED.items():
+    assert works(defaults[name]) and not works(7), name
+    assert 'not ported' in message or 'must be 1' in message

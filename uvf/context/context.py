@@ -149,6 +149,16 @@ class Context(tf.Module):
     """The sampler modes, sorted (e.g. ['eval1', 'eval2', 'eval3', 'explore', 'train'])."""
     return sorted(self._samplers)
 
+  def samplers(self, mode):
+    """The samplers of `mode`, one per context (a new list).
+
+    Raises:
+      ValueError: if `mode` has no samplers.
+    """
+    if mode not in self._samplers:
+      raise ValueError(f'Context has no sampler for mode {mode!r}; its modes are {self.modes}.')
+    return list(self._samplers[mode])
+
   def _bounds(self):
     """Per context, the (minimum, maximum) of its range as float32 arrays of its shape (dtype limits if None)."""
     bounds = []
@@ -341,30 +351,74 @@ class Context(tf.Module):
       if self._context_transition_fn is not None:
         def sampler_fn():
           return [sample[0] for sample in self.sample_contexts(mode, 1)[0]]
-        values = list(self._context_transition_fn(self.vars, self.t, sampler_fn, state=state, next_state=next_state,
-                                                  state_repr=state_repr, next_state_repr=next_state_repr, **kwargs))
+        values = self.transition(self.vars, self.t, sampler_fn, state=state, next_state=next_state,
+                                 state_repr=state_repr, next_state_repr=next_state_repr, **kwargs)
         for var, value in zip(self.vars, values):
           var.assign(value)
       self.t.assign_add(1)
       return values
 
-    if self.n != 1 or self._context_transition_fn is None or not self.meta_action_every_n:
-      raise ValueError('Context.step with a meta_context needs a single goal context, a context_transition_fn and '
-                       f'meta_action_every_n (have {self.n} contexts, {self._context_transition_fn}, '
-                       f'{self.meta_action_every_n}).')
+    self._check_goal_schedule('Context.step with a meta_context')
     if meta_action is None:
       raise ValueError('Context.step with a meta_context needs meta_action (a [G] tensor or a callable).')
     meta_context.step(mode, state=state, next_state=next_state, state_repr=state_repr,
                       next_state_repr=next_state_repr, **kwargs)
     goal_var = self.vars[0]
-    relative = self._context_transition_fn(self.vars, self.t, None, state=state_repr, next_state=next_state_repr)[0]
-
-    def new_goal():
-      goal = meta_action() if callable(meta_action) else meta_action
-      return tf.reshape(tf.cast(goal, goal_var.dtype), goal_var.shape)
-
-    goal = tf.cond(tf.equal(tf.math.floormod(self.t, self.meta_action_every_n), 0), new_goal,
-                   lambda: tf.cast(relative, goal_var.dtype))
+    goal = self.next_goal(goal_var, self.t, state_repr, next_state_repr, meta_action)
     goal_var.assign(goal)
     self.t.assign_add(1)
     return [goal]
+
+  def _check_goal_schedule(self, caller):
+    if self.n != 1 or self._context_transition_fn is None or not self.meta_action_every_n:
+      raise ValueError(f'{caller} needs a single goal context, a context_transition_fn and meta_action_every_n '
+                       f'(have {self.n} contexts, {self._context_transition_fn}, {self.meta_action_every_n}); gin: '
+                       'agent/Context.meta_action_every_n = 10, agent/Context.context_transition_fn = '
+                       '@relative_context_transition_fn.')
+
+  def next_goal(self, goal, timer, state_repr, next_state_repr, meta_action):
+    """HIRO's goal schedule, the low level's goal after an environment step: the one function that collection
+    (`step`) and the evaluation rollout (uvf/rollout.py) both apply.
+
+      g' = meta_action()                                                   if t mod c == 0,
+      g' = context_transition_fn([g], t, None, state=s_repr, next_state=s'_repr)[0]   otherwise
+    (HIRO: g + s_repr[:k] - s'_repr[:k]); c = `meta_action_every_n`. Nothing is assigned.
+
+    Args:
+      goal: float32 [G] (one episode) or [N, G] (a batch of episodes), the goal g the step was taken for.
+      timer: int32 scalar tensor, t: the steps of the episode before this one (0 on its first step).
+      state_repr, next_state_repr: float32 [G] or [N, G], the state representations before / after the step.
+      meta_action: the new goal(s), shaped like `goal`, or a zero-argument callable returning them, called only on
+        the steps that switch goals (inside `tf.cond`).
+
+    Returns:
+      float32 tensor shaped like `goal`, g'.
+
+    Raises:
+      ValueError: if this context is not a single goal, has no transition function or no `meta_action_every_n`.
+    """
+    self._check_goal_schedule('Context.next_goal')
+    relative = self._context_transition_fn([goal], timer, None, state=state_repr, next_state=next_state_repr)[0]
+
+    def new_goal():
+      value = meta_action() if callable(meta_action) else meta_action
+      return tf.reshape(tf.cast(value, goal.dtype), goal.shape)
+
+    return tf.cond(tf.equal(tf.math.floormod(timer, self.meta_action_every_n), 0), new_goal,
+                   lambda: tf.cast(relative, goal.dtype))
+
+  @property
+  def has_transition(self):
+    """Whether a context_transition_fn is set (HIRO's meta level: only in the *_img configurations)."""
+    return self._context_transition_fn is not None
+
+  def transition(self, contexts, timer, sampler_fn=None, **kwargs):
+    """The contexts after an environment step, not assigned: `context_transition_fn(contexts, timer, sampler_fn,
+    **kwargs)` (a list of tensors like `contexts`, [C] or [N, C]); `step` applies it to the variables.
+
+    Raises:
+      ValueError: if no context_transition_fn is set (see `has_transition`).
+    """
+    if self._context_transition_fn is None:
+      raise ValueError('Context has no context_transition_fn (bind it in gin).')
+    return list(self._context_transition_fn(list(contexts), timer, sampler_fn, **kwargs))

@@ -68,6 +68,11 @@ class BaseSampler(tf.Module):
     self._scope = scope
     self._rng = _generator(seed)
 
+  @property
+  def rng(self):
+    """This sampler's `tf.random.Generator` (its state is checkpointed; a run's seed resets it)."""
+    return self._rng
+
   def __call__(self, batch_size, **kwargs):
     raise NotImplementedError(f'{type(self).__name__} does not sample.')
 

@@ -318,6 +318,10 @@ class MazeEnv(py_environment.PyEnvironment):
       reward = robot.step(action)
     return ts.TimeStep(self._mid, np.asarray(reward, dtype=np.float32), self._discount, self._get_obs())
 
+  def observation(self):
+    """The observation of the current physics state: float32 [D], a new array (as `step` and `reset` return it)."""
+    return self._get_obs()
+
   def _get_obs(self):
     """float32 [D], a new array (see the module docstring for the layout)."""
     obs = np.empty(self._obs_dim, dtype=np.float32)
@@ -443,12 +447,12 @@ class MazeEnv(py_environment.PyEnvironment):
       model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
       model.vis.global_.offheight = max(model.vis.global_.offheight, height)
       self._renderer = rendering.renderer(model, height=height, width=width)
-      self._camera = self._maze_camera()
+      self._camera = self.maze_camera()
       _OPEN_RENDERERS.add(self)
     self._renderer.update_scene(data, camera=self._camera)
     return self._renderer.render()
 
-  def _maze_camera(self):
+  def maze_camera(self):
     """A free camera looking at the maze's centre from above, far enough to show all of it."""
     s = self.MAZE_SIZE_SCALING
     rows, cols = len(self.MAZE_STRUCTURE), len(self.MAZE_STRUCTURE[0])
