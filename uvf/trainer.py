@@ -176,7 +176,8 @@ class HiroTrainer(tf.Module):
     """
     states, goals, rewards, _, next_states, low_states, low_actions, contexts, next_contexts = batch
     rewards = rewards * self._reward_scale_factor
-    goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)
+    goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor,
+                           candidate_actor_fn=self._low_actor_candidates)
     _, context_discounts = self.meta_agent.compute_rewards(states, goals, rewards, next_states, [contexts])
     discounts = self._discounts(self.meta_agent, context_discounts, [contexts], self._meta_gamma)
     return (self.meta_agent.merged_states(states, [contexts]), goals, rewards, discounts,
@@ -198,6 +199,12 @@ class HiroTrainer(tf.Module):
   def _low_actor(self, states, goals):
     """The deterministic low-level actor on [N, O] states and [N, G] goals (off-policy correction)."""
     return self.uvf_agent.actions(states, [goals])
+
+  def _low_actor_candidates(self, states, goals, compute_dtype=tf.float32):
+    """The same actor on [N, O] states and [K, N, G] goals -> [K, N, A]: mu(s_n ⊕ g_kn), the states' part of the
+    first layer computed once for the K goals (`ActorNetwork.shared_input_actions`)."""
+    actor = self.uvf_agent.networks[self.uvf_agent.ACTOR_NET_SCOPE]
+    return actor.shared_input_actions(states, goals, compute_dtype=compute_dtype)
 
   @staticmethod
   def _discounts(agent, context_discounts, contexts, gamma):

@@ -76,7 +76,10 @@ class Dense(tf.Module):
     self._activation = activation
 
   def __call__(self, x):
-    y = tf.matmul(x, self.weights) + self.biases
+    return self.activate(tf.matmul(x, self.weights) + self.biases)
+
+  def activate(self, y):
+    """The layer's activation of its pre-activations y = x W + b (identity for a linear layer)."""
     return self._activation(y) if self._activation is not None else y
 
   def named_variables(self):
@@ -155,6 +158,40 @@ class ActorNetwork(_Network):
     for layer in self._hidden:
       x = layer(x)
     return self._action_means + self._action_magnitudes * self._out(x)
+
+  def shared_input_actions(self, shared, varying, compute_dtype=tf.float32):
+    """mu(shared ⊕ varying[k]) for every k, with the shared rows' part of the first layer computed once.
+
+    The same function as `__call__` on the K x N concatenated rows (the first layer's product split into its shared
+    and varying input rows, so it is summed in another order: equal to float32 rounding), for K inputs that share
+    their first P dims (HIRO's off-policy correction: K candidate goals for the same stored states).
+
+    Args:
+      shared: float [N, P], the first P dims of every row (the states).
+      varying: float [K, N, state_dim - P], the rest (the goals).
+      compute_dtype: dtype of the matrix products (tf.float32: as `__call__`; tf.bfloat16: products in bfloat16,
+        biases, activations and the output in float32).
+
+    Returns:
+      float32 [K, N, action_dim].
+    """
+    f32 = tf.float32
+    shared, varying = tf.cast(shared, f32), tf.cast(varying, f32)
+    split = shared.shape[-1]
+    if self._mask is not None:
+      shared, varying = shared * self._mask[:split], varying * self._mask[split:]
+    num_k, num_n = tf.shape(varying)[0], tf.shape(varying)[1]
+    first, rest = self._layers[0], self._layers[1:]
+    units = first.weights.shape[-1]
+    matmul = lambda x, w: tf.cast(tf.matmul(tf.cast(x, compute_dtype), tf.cast(w, compute_dtype)), f32)  # pylint: disable=unnecessary-lambda-assignment
+    shared_part = matmul(shared, first.weights[:split])  # [N, U]
+    varying_part = matmul(tf.reshape(varying, [-1, varying.shape[-1]]), first.weights[split:])  # [K * N, U]
+    x = tf.reshape(varying_part, [num_k, num_n, units]) + shared_part[None] + first.biases
+    x = tf.reshape(first.activate(x), [-1, units])
+    for layer in rest:
+      x = layer.activate(tf.nn.bias_add(matmul(x, layer.weights), layer.biases))
+    actions = self._action_means + self._action_magnitudes * x
+    return tf.reshape(actions, [num_k, num_n, self.action_dim])
 
 
 class CriticNetwork(_Network):
