@@ -21,7 +21,7 @@ and with the extra bindings (B), and times their full loops in alternating round
 see the same machine load: it prints the median steps/s of each and the ratio B / A.
 
 `--seeds K` runs K independent seeds (seed 0..K-1) as K processes, each with `--threads` TensorFlow threads
-(intra- and inter-op) pinned to its own cores (round robin over the CPUs this process may use), times all of their
+(intra-op; inter-op: `--inter_threads`, default the same) pinned to its own cores (round robin over the CPUs this process may use), times all of their
 full loops at once (each builds, collects its initial steps and warms up first; then they start together) and prints
 each seed's env steps/s and the total. Every seed is the ordinary single-seed training loop (its own run directory,
 checkpoints and generators): a layout of processes, not a change of what is computed. `--seeds 1 --threads N` times
@@ -129,7 +129,7 @@ def seed_worker(args):
   print 'rate <env steps/s>'."""
   os.sched_setaffinity(0, {int(c) for c in args.cpus.split(',')})
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+  tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads or args.threads)
   with tempfile.TemporaryDirectory() as train_dir:
     loop = build_loop(args.config, [f'train_uvf.seed = {args.seed}'] + args.gin_param, train_dir)
     loop.trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
@@ -146,6 +146,7 @@ def many_seeds(args):
   for seed in range(args.seeds):
     mine = [cpus[(seed * args.threads + i) % len(cpus)] for i in range(args.threads)]
     command = [sys.executable, __file__, '--seed_worker', '--seed', str(seed), '--threads', str(args.threads),
+               '--inter_threads', str(args.inter_threads),
                '--cpus', ','.join(map(str, mine)), '--config', args.config, '--steps', str(args.steps)]
     for binding in args.gin_param:
       command += ['--gin_param', binding]
@@ -167,7 +168,7 @@ def many_seeds(args):
   if len(rates) != args.seeds:
     raise SystemExit('a seed worker failed while timing')
   print(f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; {args.seeds} seeds as processes with '
-        f'{args.threads} thread(s) each, {args.steps} steps each ({time.perf_counter() - start:.1f} s); bindings '
+        f'{args.threads} thread(s) each (inter-op {args.inter_threads or args.threads}), {args.steps} steps each ({time.perf_counter() - start:.1f} s); bindings '
         f'{args.gin_param}')
   print('per seed env steps/s: ' + ', '.join(f'{r:.0f}' for r in rates))
   print(f'total env steps/s: {sum(rates):.0f}')
@@ -181,7 +182,9 @@ def main():
   parser.add_argument('--compare', action='append', default=[], help='bindings of configuration B (side by side)')
   parser.add_argument('--rounds', type=int, default=5, help='alternating rounds with --compare')
   parser.add_argument('--seeds', type=int, default=0, help='K seeds as K processes, timed together')
-  parser.add_argument('--threads', type=int, default=1, help='TensorFlow threads of each --seeds process')
+  parser.add_argument('--threads', type=int, default=1, help='TensorFlow threads of each --seeds process (its cores)')
+  parser.add_argument('--inter_threads', type=int, default=0, help='inter-op threads of each --seeds process '
+                      '(default: --threads)')
   parser.add_argument('--seed_worker', action='store_true', help=argparse.SUPPRESS)
   parser.add_argument('--seed', type=int, default=0, help=argparse.SUPPRESS)
   parser.add_argument('--cpus', default='0', help=argparse.SUPPRESS)
