@@ -23,7 +23,8 @@ see the same machine load: it prints the median steps/s of each and the ratio B 
 `--seeds K` runs K independent seeds (seed 0..K-1) as K processes, each with `--threads` TensorFlow threads
 (intra-op; inter-op: `--inter_threads`, default the same) pinned to its own cores (round robin over the CPUs this process may use), times all of their
 full loops at once (each builds, collects its initial steps and warms up first; then they start together) and prints
-each seed's env steps/s and the total. Every seed is the ordinary single-seed training loop (its own run directory,
+each seed's env steps/s, its env steps per CPU-second of its process (with one thread: its speed with a core of its
+own, less sensitive to other jobs on the machine) and the total. Every seed is the ordinary single-seed training loop (its own run directory,
 checkpoints and generators): a layout of processes, not a change of what is computed. `--seeds 1 --threads N` times
 one process alone in the same way.
 """
@@ -126,7 +127,7 @@ def compare(args):
 
 def seed_worker(args):
   """One seed of `--seeds`: build, collect, warm up, print 'ready', wait for a line on stdin, time the full loop,
-  print 'rate <env steps/s>'."""
+  print 'rate <env steps/s> <env steps per CPU-second of this process>'."""
   os.sched_setaffinity(0, {int(c) for c in args.cpus.split(',')})
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
   tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads or args.threads)
@@ -136,7 +137,11 @@ def seed_worker(args):
     full_loop_rate(loop, loop.steps_per_call)  # trace and warm up
     print('ready', flush=True)
     sys.stdin.readline()
-    print(f'rate {full_loop_rate(loop, args.steps)}', flush=True)
+    cpu = time.process_time()
+    rate = full_loop_rate(loop, args.steps)
+    cpu = time.process_time() - cpu
+    steps = max(args.steps // loop.steps_per_call, 1) * loop.steps_per_call  # as full_loop_rate rounds them
+    print(f'rate {rate} {steps / cpu}', flush=True)
 
 
 def many_seeds(args):
@@ -161,16 +166,20 @@ def many_seeds(args):
   for worker in workers:
     worker.stdin.write('go\n')
     worker.stdin.flush()
-  rates = []
+  rates, cpu_rates = [], []
   for worker in workers:
     out, _ = worker.communicate()
-    rates += [float(line.split()[1]) for line in out.splitlines() if line.startswith('rate ')]
+    for line in out.splitlines():
+      if line.startswith('rate '):
+        rates.append(float(line.split()[1]))
+        cpu_rates.append(float(line.split()[2]))
   if len(rates) != args.seeds:
     raise SystemExit('a seed worker failed while timing')
   print(f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; {args.seeds} seeds as processes with '
         f'{args.threads} thread(s) each (inter-op {args.inter_threads or args.threads}), {args.steps} steps each ({time.perf_counter() - start:.1f} s); bindings '
         f'{args.gin_param}')
-  print('per seed env steps/s: ' + ', '.join(f'{r:.0f}' for r in rates))
+  print('per seed env steps/s: ' + ', '.join(f'{r:.0f}' for r in rates) + '; per CPU-second of each process: '
+        + ', '.join(f'{r:.0f}' for r in cpu_rates))
   print(f'total env steps/s: {sum(rates):.0f}')
 
 
