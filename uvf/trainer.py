@@ -30,10 +30,17 @@ def make_strategy(name):
 
 def _create_optimizer_slots(optimizer, variables):
   """Creates an optimizer's slots (and Adam's beta powers) now, without a step, so that the compiled update creates
-  no variables and a checkpoint restores into existing slots."""
+  no variables and a checkpoint restores into existing slots.
+
+  `tf.compat.v1.train.Optimizer` has no public way to do this: its slots are created inside `apply_gradients`,
+  which would also step the variables and Adam's beta powers (a zero-gradient Adam step still moves
+  beta1_power / beta2_power, so the first real step would differ from the original's). `_create_slots(var_list)`
+  is the hook its subclasses implement for exactly this purpose (and `apply_gradients` calls it, under
+  `init_scope`, with the same argument); this is its only use in the project. Keras optimizers have the public
+  `build(var_list)`."""
   with tf.init_scope():
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-      optimizer._create_slots(variables)  # pylint: disable=protected-access
+      optimizer._create_slots(variables)  # pylint: disable=protected-access  (no public equivalent: docstring)
     elif hasattr(optimizer, 'build'):
       optimizer.build(variables)
 
