@@ -13,7 +13,8 @@ makes the stored actions most likely under the current low-level actor (`--goal_
 half_range is the goal range's half-width ((max - min) / 2), half_range_action the action range's. The original
 (train.py `sample_best_meta_actions`, agent.py `InverseDynamics.sample` and `UvfAgentCore.log_probs`) scores in
 float64. Everything here is vectorised: one actor call on [K * B * c, ...] rows, ordered candidate-major like the
-original's tiling.
+original's tiling, or (`candidate_actor_fn`, the training loop's path) one call on the B * c stored states and the
+[K, B * c, G] goals, which computes the states' part of the first layer once for the K candidates.
 """
 
 import functools
@@ -22,10 +23,22 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from uvf.agents import ddpg_networks
 from uvf.context import context_transition_functions
 
 GOAL_SAMPLE_STRATEGIES = ('None', 'FuN', 'sample')
-COMPUTE_DTYPES = ('float32', 'bfloat16')
+
+
+def check_compute_dtype_bindings():
+  """Raises ValueError (naming the binding and the valid values) if a gin-bound `compute_dtype` of `ddpg_actor_net`,
+  `ddpg_critic_net` or `GoalRelabeler`, unscoped or in HIRO's scopes `agent/` and `meta/`, is not one of
+  `ddpg_networks.COMPUTE_DTYPES`; checked before a run writes anything (`uvf.train.preflight`)."""
+  for name in ('ddpg_actor_net', 'ddpg_critic_net', 'GoalRelabeler'):
+    for scope in ('', 'agent/', 'meta/'):
+      value = gin.get_bindings(scope + name).get('compute_dtype', 'float32')
+      if value not in ddpg_networks.COMPUTE_DTYPES:
+        raise ValueError(f'{scope}{name}.compute_dtype = {value!r} is not a valid compute dtype; use one of '
+                         f'{", ".join(repr(d) for d in ddpg_networks.COMPUTE_DTYPES)}.')
 
 
 def _half_range(minimum, maximum, size, dtype):
@@ -170,9 +183,9 @@ class GoalRelabeler(tf.Module):
     if num_candidates < 3:
       raise ValueError(f'num_candidates must be at least 3 (Gaussian samples, loc and the stored goal); got '
                        f'{num_candidates}.')
-    if compute_dtype not in COMPUTE_DTYPES:
+    if compute_dtype not in ddpg_networks.COMPUTE_DTYPES:
       raise ValueError(f'Unknown GoalRelabeler.compute_dtype {compute_dtype!r}; valid: '
-                       f'{", ".join(repr(d) for d in COMPUTE_DTYPES)}.')
+                       f'{", ".join(repr(d) for d in ddpg_networks.COMPUTE_DTYPES)}.')
     self.strategy = strategy
     self.compute_dtype = tf.as_dtype(compute_dtype)
     self._goal_bounds = (np.asarray(goal_minimum, np.float32), np.asarray(goal_maximum, np.float32))

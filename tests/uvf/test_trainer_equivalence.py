@@ -6,12 +6,17 @@
 * `HiroTrainer.meta_level_inputs` (the loop's own path) at the shipped sizes (batch 100, 10 candidates, c = 10):
   its relabelled goals against the original's `sample_best_meta_actions` recomputed in NumPy (float64 scores) from
   the same weights, batch and Gaussian draws.
-* The bfloat16 switches: off by default, close to float32 when on, and a bad value is a clear error.
+* The bfloat16 switches: off by default, close to float32 when on, and a bad value is a clear error (a bound one
+  stops `run_train.py` with exit status 2 before it writes anything).
 
 The TD3 updates of both levels, from the same state and batch through the same path, are compared with an
 independent `tf.compat.v1` graph of the original's to 1e-5 in every variable and slot they write by
 tests/uvf/test_train_tf1.py.
 """
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +142,15 @@ def test_meta_level_inputs_relabel_as_the_original_at_the_shipped_sizes(trainer)
   assert np.all(margins > 1e-6), margins.min()  # no near-tie that float32 rounding could flip
   relabelled = t.meta_level_inputs([tf.constant(x) for x in batch])[1].numpy()
   np.testing.assert_array_equal(relabelled, expected)
+
+
+def test_a_bad_bound_compute_dtype_stops_the_run_before_it_writes(tmp_path):
+  root = Path(__file__).resolve().parents[2]
+  run_dir = tmp_path / 'run'
+  result = subprocess.run(
+      [sys.executable, str(root / 'run_train.py'), str(root / 'configs' / 'ant_maze.gin'), '--train_dir', str(run_dir),
+       '--gin_param', "meta/ddpg_actor_net.compute_dtype = 'fp8'"],
+      capture_output=True, text=True, timeout=300, cwd=root, check=False)
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert "meta/ddpg_actor_net.compute_dtype = 'fp8' is not a valid compute dtype" in result.stderr
+  assert 'Traceback' not in result.stderr and not run_dir.exists()
