@@ -2,6 +2,7 @@ r"""HIRO training speed on CPU: environment steps per second of the full loop, a
 
   python benchmarks/hiro_train_speed.py [--config configs/ant_maze.gin] [--steps 2000] [--gin_param 'X = Y' ...]
   python benchmarks/hiro_train_speed.py --compare 'train_uvf.jit_compile = True' [--rounds 5]
+  python benchmarks/hiro_train_speed.py --seeds K [--threads 1] [--steps 2000]
 
 Builds `train_uvf` from the gin configuration exactly as run_train.py does (hiro_orig AntMaze by default: batch 100
 at both levels, 200,000-row buffers, one low-level update per step, a meta update with the 10-candidate off-policy
@@ -18,10 +19,19 @@ Compare the full loop with the original's 70-76 steps/s on the same 2-core machi
 `--compare BINDING` (repeatable) instead builds two training loops in one process, the configuration as given (A)
 and with the extra bindings (B), and times their full loops in alternating rounds (A, B, A, B, ...), so that both
 see the same machine load: it prints the median steps/s of each and the ratio B / A.
+
+`--seeds K` runs K independent seeds (seed 0..K-1) as K processes, each with `--threads` TensorFlow threads
+(intra-op; inter-op: `--inter_threads`, default the same) pinned to its own cores (round robin over the CPUs this process may use), times all of their
+full loops at once (each builds, collects its initial steps and warms up first; then they start together) and prints
+each seed's env steps/s, its env steps per CPU-second of its process (with one thread: its speed with a core of its
+own, less sensitive to other jobs on the machine) and the total. Every seed is the ordinary single-seed training loop (its own run directory,
+checkpoints and generators): a layout of processes, not a change of what is computed. `--seeds 1 --threads N` times
+one process alone in the same way.
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +125,64 @@ def compare(args):
   print(f'B / A = {median["B"] / median["A"]:.2f}')
 
 
+def seed_worker(args):
+  """One seed of `--seeds`: build, collect, warm up, print 'ready', wait for a line on stdin, time the full loop,
+  print 'rate <env steps/s> <env steps per CPU-second of this process>'."""
+  os.sched_setaffinity(0, {int(c) for c in args.cpus.split(',')})
+  tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+  tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads or args.threads)
+  with tempfile.TemporaryDirectory() as train_dir:
+    loop = build_loop(args.config, [f'train_uvf.seed = {args.seed}'] + args.gin_param, train_dir)
+    loop.trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
+    full_loop_rate(loop, loop.steps_per_call)  # trace and warm up
+    print('ready', flush=True)
+    sys.stdin.readline()
+    cpu = time.process_time()
+    rate = full_loop_rate(loop, args.steps)
+    cpu = time.process_time() - cpu
+    steps = max(args.steps // loop.steps_per_call, 1) * loop.steps_per_call  # as full_loop_rate rounds them
+    print(f'rate {rate} {steps / cpu}', flush=True)
+
+
+def many_seeds(args):
+  """K seeds as K pinned processes, timed together (module docstring)."""
+  cpus = sorted(os.sched_getaffinity(0))
+  workers = []
+  for seed in range(args.seeds):
+    mine = [cpus[(seed * args.threads + i) % len(cpus)] for i in range(args.threads)]
+    command = [sys.executable, __file__, '--seed_worker', '--seed', str(seed), '--threads', str(args.threads),
+               '--inter_threads', str(args.inter_threads),
+               '--cpus', ','.join(map(str, mine)), '--config', args.config, '--steps', str(args.steps)]
+    for binding in args.gin_param:
+      command += ['--gin_param', binding]
+    workers.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+  for worker in workers:
+    line = worker.stdout.readline()
+    while line and line.strip() != 'ready':
+      line = worker.stdout.readline()
+    if not line:
+      raise SystemExit(f'a seed worker failed (exit {worker.wait()})')
+  start = time.perf_counter()
+  for worker in workers:
+    worker.stdin.write('go\n')
+    worker.stdin.flush()
+  rates, cpu_rates = [], []
+  for worker in workers:
+    out, _ = worker.communicate()
+    for line in out.splitlines():
+      if line.startswith('rate '):
+        rates.append(float(line.split()[1]))
+        cpu_rates.append(float(line.split()[2]))
+  if len(rates) != args.seeds:
+    raise SystemExit('a seed worker failed while timing')
+  print(f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; {args.seeds} seeds as processes with '
+        f'{args.threads} thread(s) each (inter-op {args.inter_threads or args.threads}), {args.steps} steps each ({time.perf_counter() - start:.1f} s); bindings '
+        f'{args.gin_param}')
+  print('per seed env steps/s: ' + ', '.join(f'{r:.0f}' for r in rates) + '; per CPU-second of each process: '
+        + ', '.join(f'{r:.0f}' for r in cpu_rates))
+  print(f'total env steps/s: {sum(rates):.0f}')
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--config', default='configs/ant_maze.gin')
@@ -122,7 +190,20 @@ def main():
   parser.add_argument('--gin_param', action='append', default=[])
   parser.add_argument('--compare', action='append', default=[], help='bindings of configuration B (side by side)')
   parser.add_argument('--rounds', type=int, default=5, help='alternating rounds with --compare')
+  parser.add_argument('--seeds', type=int, default=0, help='K seeds as K processes, timed together')
+  parser.add_argument('--threads', type=int, default=1, help='TensorFlow threads of each --seeds process (its cores)')
+  parser.add_argument('--inter_threads', type=int, default=0, help='inter-op threads of each --seeds process '
+                      '(default: --threads)')
+  parser.add_argument('--seed_worker', action='store_true', help=argparse.SUPPRESS)
+  parser.add_argument('--seed', type=int, default=0, help=argparse.SUPPRESS)
+  parser.add_argument('--cpus', default='0', help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.seed_worker:
+    seed_worker(args)
+    return
+  if args.seeds:
+    many_seeds(args)
+    return
   if args.compare:
     compare(args)
     return

@@ -27,6 +27,7 @@ transition of an episode holds 9 pairs of that window plus one stale pair; the v
 contexts start at zero and are first reset at the first episode end).
 """
 
+import collections
 import json
 
 import mujoco
@@ -37,6 +38,17 @@ import tensorflow as tf
 META_REWARD_SCALE = 0.1
 # Episodes remembered by the episode reward summaries (the original's `episode_rewards` variables).
 EPISODE_HISTORY = 100
+
+# The replay elements (step 4 of the module docstring), in the original's entry order: the buffers store them under
+# the keys '0', '1', ... (`<scope>/BufferVariable_<k>`) and return batches of them with a leading [B] dimension.
+LowTransition = collections.namedtuple(
+    'LowTransition', ['states', 'actions', 'rewards', 'discounts', 'next_states', 'goals', 'next_goals'])
+LowTransition.__doc__ = """A low-level element: s [O], a [A], r [] (the environment's), discount [], s' [O], g [G], g' [G]."""
+MetaTransition = collections.namedtuple(
+    'MetaTransition', ['states', 'goals', 'rewards', 'discounts', 'next_states', 'low_states', 'low_actions',
+                       'contexts', 'next_contexts'])
+MetaTransition.__doc__ = """A meta element: s_t [O], the goal g_t set there [G], the sum of 0.1 x r_meta [], discount [],
+s_{t+c} [O], the c low-level states [c, O] and actions [c, A] under g_t, the target T_t [M] and the next one [M]."""
 
 
 class PyEnvironmentStepper(object):
@@ -133,15 +145,15 @@ class Collector(tf.Module):
     self.env_state = tf.Variable('', trainable=False, name='env_state')  # filled by `save_env_state`
 
     f32 = tf.float32
-    replay_buffer.create_storage([
-        tf.TensorSpec([obs_dim], f32), tf.TensorSpec([action_dim], f32), tf.TensorSpec([], f32),
-        tf.TensorSpec([], f32), tf.TensorSpec([obs_dim], f32), tf.TensorSpec(goal_spec.shape, f32),
-        tf.TensorSpec(goal_spec.shape, f32)])
-    meta_replay_buffer.create_storage([
-        tf.TensorSpec([obs_dim], f32), tf.TensorSpec(goal_spec.shape, f32), tf.TensorSpec([], f32),
-        tf.TensorSpec([], f32), tf.TensorSpec([obs_dim], f32), tf.TensorSpec([self._c, obs_dim], f32),
-        tf.TensorSpec([self._c, action_dim], f32), tf.TensorSpec(target_spec.shape, f32),
-        tf.TensorSpec(target_spec.shape, f32)])
+    replay_buffer.create_storage(LowTransition(
+        states=tf.TensorSpec([obs_dim], f32), actions=tf.TensorSpec([action_dim], f32), rewards=tf.TensorSpec([], f32),
+        discounts=tf.TensorSpec([], f32), next_states=tf.TensorSpec([obs_dim], f32),
+        goals=tf.TensorSpec(goal_spec.shape, f32), next_goals=tf.TensorSpec(goal_spec.shape, f32)))
+    meta_replay_buffer.create_storage(MetaTransition(
+        states=tf.TensorSpec([obs_dim], f32), goals=tf.TensorSpec(goal_spec.shape, f32),
+        rewards=tf.TensorSpec([], f32), discounts=tf.TensorSpec([], f32), next_states=tf.TensorSpec([obs_dim], f32),
+        low_states=tf.TensorSpec([self._c, obs_dim], f32), low_actions=tf.TensorSpec([self._c, action_dim], f32),
+        contexts=tf.TensorSpec(target_spec.shape, f32), next_contexts=tf.TensorSpec(target_spec.shape, f32)))
 
   @property
   def stepper(self):
@@ -230,11 +242,14 @@ class Collector(tf.Module):
     meta_end = tf.logical_and(tf.equal(t % c, 1), t > 1)
     self.actions_var.scatter_nd_update([[(t - 2) % c]], action[None])
     scaled_meta_reward = META_REWARD_SCALE * meta_reward
-    self.replay_buffer.maybe_add([state, action, reward, discount, next_state, goal, next_goal], step_cond)
-    meta_transition = [
-        self.state_var.read_value(), self.meta_action_var.read_value(), self.reward_var + scaled_meta_reward,
-        discount * (1.0 - tf.cast(episode_end, tf.float32)), next_state, self.states_var.read_value(),
-        self.actions_var.read_value(), self.meta_context_var0.read_value(), next_target]
+    self.replay_buffer.maybe_add(LowTransition(
+        states=state, actions=action, rewards=reward, discounts=discount, next_states=next_state, goals=goal,
+        next_goals=next_goal), step_cond)
+    meta_transition = MetaTransition(
+        states=self.state_var.read_value(), goals=self.meta_action_var.read_value(),
+        rewards=self.reward_var + scaled_meta_reward, discounts=discount * (1.0 - tf.cast(episode_end, tf.float32)),
+        next_states=next_state, low_states=self.states_var.read_value(), low_actions=self.actions_var.read_value(),
+        contexts=self.meta_context_var0.read_value(), next_contexts=next_target)
     self.meta_replay_buffer.maybe_add(
         meta_transition, tf.logical_and(step_cond, tf.logical_or(episode_end, meta_end)))
 

@@ -13,17 +13,32 @@ makes the stored actions most likely under the current low-level actor (`--goal_
 half_range is the goal range's half-width ((max - min) / 2), half_range_action the action range's. The original
 (train.py `sample_best_meta_actions`, agent.py `InverseDynamics.sample` and `UvfAgentCore.log_probs`) scores in
 float64. Everything here is vectorised: one actor call on [K * B * c, ...] rows, ordered candidate-major like the
-original's tiling.
+original's tiling, or (`candidate_actor_fn`, the training loop's path) one call on the B * c stored states and the
+[K, B * c, G] goals, which computes the states' part of the first layer once for the K candidates.
 """
 
 import functools
 
+import gin
 import numpy as np
 import tensorflow as tf
 
+from uvf.agents import ddpg_networks
 from uvf.context import context_transition_functions
 
 GOAL_SAMPLE_STRATEGIES = ('None', 'FuN', 'sample')
+
+
+def check_compute_dtype_bindings():
+  """Raises ValueError (naming the binding and the valid values) if a gin-bound `compute_dtype` of `ddpg_actor_net`,
+  `ddpg_critic_net` or `GoalRelabeler`, unscoped or in HIRO's scopes `agent/` and `meta/`, is not one of
+  `ddpg_networks.COMPUTE_DTYPES`; checked before a run writes anything (`uvf.train.preflight`)."""
+  for name in ('ddpg_actor_net', 'ddpg_critic_net', 'GoalRelabeler'):
+    for scope in ('', 'agent/', 'meta/'):
+      value = gin.get_bindings(scope + name).get('compute_dtype', 'float32')
+      if value not in ddpg_networks.COMPUTE_DTYPES:
+        raise ValueError(f'{scope}{name}.compute_dtype = {value!r} is not a valid compute dtype; use one of '
+                         f'{", ".join(repr(d) for d in ddpg_networks.COMPUTE_DTYPES)}.')
 
 
 def _half_range(minimum, maximum, size, dtype):
@@ -74,7 +89,7 @@ def clip_goals(goals, goal_minimum, goal_maximum):
 
 
 def candidate_log_probs(candidates, low_states, low_actions, low_state_reprs, actor_fn, action_minimum,
-                        action_maximum, multi_transition_fn=None):
+                        action_maximum, multi_transition_fn=None, candidate_actor_fn=None):
   """The log-likelihood (up to constants) of the stored low-level actions under each candidate goal.
 
   Args:
@@ -87,6 +102,9 @@ def candidate_log_probs(candidates, low_states, low_actions, low_state_reprs, ac
     action_minimum, action_maximum: the action range's bounds, numbers or [A] sequences (Ant: -30, 30).
     multi_transition_fn: fn(contexts=[goals [N, G]], states=[N, c, D]) -> [[N, c, G]], the goal along the stored
       states (the low `Context.context_multi_transition_fn`); default: the relative transition with k = G.
+    candidate_actor_fn: None, or the same actor as fn(states [B * c, O], goals [K, B * c, G]) -> [K, B * c, A],
+      used instead of `actor_fn` (the states, the same for every candidate, are then neither tiled nor passed
+      through the first layer K times: `ActorNetwork.shared_input_actions`).
 
   Returns:
     float64 [K, B]: -sum_i sum_j (a_i - mu(s_i, g~_i))_j^2 / half_range_action_j^2.
@@ -103,9 +121,15 @@ def candidate_log_probs(candidates, low_states, low_actions, low_state_reprs, ac
 
   flat_goals = tf.reshape(candidates, [-1, goal_dim])
   step_goals = multi_transition_fn([flat_goals], states=tf.cast(tile(low_state_reprs), flat_goals.dtype))[0]
-  states = tf.reshape(tile(low_states), [-1, obs_dim])
-  step_goals = tf.reshape(tf.cast(step_goals, states.dtype), [-1, goal_dim])
-  predicted = tf.reshape(actor_fn(states, step_goals), [num_candidates, batch_size, steps, action_dim])
+  if candidate_actor_fn is not None:
+    states = tf.reshape(low_states, [-1, obs_dim])
+    step_goals = tf.reshape(tf.cast(step_goals, states.dtype), [num_candidates, -1, goal_dim])
+    predicted = candidate_actor_fn(states, step_goals)
+  else:
+    states = tf.reshape(tile(low_states), [-1, obs_dim])
+    step_goals = tf.reshape(tf.cast(step_goals, states.dtype), [-1, goal_dim])
+    predicted = actor_fn(states, step_goals)
+  predicted = tf.reshape(predicted, [num_candidates, batch_size, steps, action_dim])
   half_range = _half_range(action_minimum, action_maximum, action_dim, tf.float64)
   error = tf.square(tf.cast(low_actions, tf.float64)[None] - tf.cast(predicted, tf.float64)) / tf.square(half_range)
   return -tf.reduce_sum(error, [2, 3])
@@ -130,6 +154,7 @@ def best_goals(candidates, log_probs):
   return tf.stop_gradient(chosen)
 
 
+@gin.configurable(allowlist=['compute_dtype'])
 class GoalRelabeler(tf.Module):
   """Relabels the goals of meta batches with one of the `GOAL_SAMPLE_STRATEGIES`.
 
@@ -144,10 +169,13 @@ class GoalRelabeler(tf.Module):
     multi_transition_fn: see `candidate_log_probs`; pass the low Context's `context_multi_transition_fn`.
     num_candidates: K for 'sample' (the original: 10).
     seed: None (non-deterministic) or an int seeding the Gaussian samples.
+    compute_dtype: 'float32' (the original's precision) or 'bfloat16' (gin `GoalRelabeler.compute_dtype`, a
+      deviation for speed, docs/deviations.md): the dtype of the low actor's matrix products when scoring the
+      candidates through a `candidate_actor_fn`. The scores themselves stay float64.
   """
 
   def __init__(self, strategy, goal_minimum, goal_maximum, action_minimum, action_maximum, state_repr_fn=None,
-               multi_transition_fn=None, num_candidates=10, seed=None):
+               multi_transition_fn=None, num_candidates=10, seed=None, compute_dtype='float32'):
     super().__init__(name='goal_relabeler')
     if strategy not in GOAL_SAMPLE_STRATEGIES:
       raise ValueError(f'Unknown goal_sample_strategy {strategy!r}; valid strategies are '
@@ -155,7 +183,11 @@ class GoalRelabeler(tf.Module):
     if num_candidates < 3:
       raise ValueError(f'num_candidates must be at least 3 (Gaussian samples, loc and the stored goal); got '
                        f'{num_candidates}.')
+    if compute_dtype not in ddpg_networks.COMPUTE_DTYPES:
+      raise ValueError(f'Unknown GoalRelabeler.compute_dtype {compute_dtype!r}; valid: '
+                       f'{", ".join(repr(d) for d in ddpg_networks.COMPUTE_DTYPES)}.')
     self.strategy = strategy
+    self.compute_dtype = tf.as_dtype(compute_dtype)
     self._goal_bounds = (np.asarray(goal_minimum, np.float32), np.asarray(goal_maximum, np.float32))
     self._action_bounds = (np.asarray(action_minimum, np.float32), np.asarray(action_maximum, np.float32))
     self._state_repr_fn = state_repr_fn if state_repr_fn is not None else tf.identity
@@ -176,7 +208,8 @@ class GoalRelabeler(tf.Module):
     reprs = self._state_repr_fn(flat)[:, :goal_dim]
     return tf.reshape(reprs, tf.concat([tf.shape(states)[:-1], [goal_dim]], 0))
 
-  def __call__(self, states, next_states, goals, low_states, low_actions, actor_fn, candidates=None):
+  def __call__(self, states, next_states, goals, low_states, low_actions, actor_fn, candidates=None,
+               candidate_actor_fn=None):
     """The relabelled goals of a meta batch.
 
     Args:
@@ -187,6 +220,8 @@ class GoalRelabeler(tf.Module):
       low_actions: [B, c, A] the c stored low-level actions.
       actor_fn: the deterministic low-level actor, fn(states [N, O], goals [N, G]) -> actions [N, A].
       candidates: None, or [K, B, G] candidates to score instead of sampling them ('sample' only; for tests).
+      candidate_actor_fn: None, or the same actor as fn(states [N, O], goals [K, N, G], compute_dtype) ->
+        [K, N, A] (`candidate_log_probs`); called with `compute_dtype`.
 
     Returns:
       float32 [B, G] goals, gradient stopped.
@@ -206,5 +241,7 @@ class GoalRelabeler(tf.Module):
     candidates = tf.stop_gradient(candidates)
     low_states, low_actions = tf.convert_to_tensor(low_states), tf.convert_to_tensor(low_actions)
     log_probs = candidate_log_probs(candidates, low_states, low_actions, self._reprs(low_states, goal_dim), actor_fn,
-                                    *self._action_bounds, multi_transition_fn=self._multi_transition_fn)
+                                    *self._action_bounds, multi_transition_fn=self._multi_transition_fn,
+                                    candidate_actor_fn=None if candidate_actor_fn is None else functools.partial(
+                                        candidate_actor_fn, compute_dtype=self.compute_dtype))
     return best_goals(candidates, log_probs)

@@ -99,6 +99,7 @@ def preflight(program='train'):
     ValueError: a bad value (the message names the binding and what it must be).
     NotImplementedError: a setting this port does not support.
   """
+  off_policy_correction.check_compute_dtype_bindings()  # issue 18's bfloat16 switches
   if program == 'train':
     _check_arguments(**_bound_arguments())
 

@@ -30,10 +30,17 @@ def make_strategy(name):
 
 def _create_optimizer_slots(optimizer, variables):
   """Creates an optimizer's slots (and Adam's beta powers) now, without a step, so that the compiled update creates
-  no variables and a checkpoint restores into existing slots."""
+  no variables and a checkpoint restores into existing slots.
+
+  `tf.compat.v1.train.Optimizer` has no public way to do this: its slots are created inside `apply_gradients`,
+  which would also step the variables and Adam's beta powers (a zero-gradient Adam step still moves
+  beta1_power / beta2_power, so the first real step would differ from the original's). `_create_slots(var_list)`
+  is the hook its subclasses implement for exactly this purpose (and `apply_gradients` calls it, under
+  `init_scope`, with the same argument); this is its only use in the project. Keras optimizers have the public
+  `build(var_list)`."""
   with tf.init_scope():
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-      optimizer._create_slots(variables)  # pylint: disable=protected-access
+      optimizer._create_slots(variables)  # pylint: disable=protected-access  (no public equivalent: docstring)
     elif hasattr(optimizer, 'build'):
       optimizer.build(variables)
 
@@ -122,21 +129,22 @@ class HiroTrainer(tf.Module):
     """The arguments of one low-level update (`low_update`), from a batch of stored low-level transitions.
 
     Args:
-      batch: the low replay element as `replay_buffer.get_random_batch(batch_size)` returns it: states [B, O],
-        actions [B, A], rewards [B], discounts [B] (unused), next_states [B, O], goals [B, G], next_goals [B, G];
-        B = batch_size.
+      batch: a `collect.LowTransition` of [B]-batches (or the same 7 entries in that order), as
+        `replay_buffer.get_random_batch(batch_size)` returns it: states [B, O], actions [B, A], rewards [B],
+        discounts [B] (unused), next_states [B, O], goals [B, G], next_goals [B, G]; B = batch_size.
 
     Returns:
       (s ⊕ g [B, O+G], actions [B, A], rewards [B] recomputed from (s_repr, g, s'_repr) by the low Context,
       discounts [B] = gamma x the context discounts, s' ⊕ g' [B, O+G], target smoothing noise [B, A] drawn now).
     """
-    states, actions, rewards, _, next_states, goals, next_goals = batch
-    state_reprs, next_state_reprs = self.state_preprocess(states), self.state_preprocess(next_states)
+    batch = collect.LowTransition(*batch)
+    state_reprs, next_state_reprs = self.state_preprocess(batch.states), self.state_preprocess(batch.next_states)
     context_rewards, context_discounts = self.uvf_agent.compute_rewards(
-        state_reprs, actions, rewards * self._reward_scale_factor, next_state_reprs, [goals])
-    discounts = self._discounts(self.uvf_agent, context_discounts, [goals], self._gamma)
-    return (self.uvf_agent.merged_states(states, [goals]), actions, context_rewards, discounts,
-            self.uvf_agent.merged_states(next_states, [next_goals]), self.uvf_agent.target_noise(self._batch_size))
+        state_reprs, batch.actions, batch.rewards * self._reward_scale_factor, next_state_reprs, [batch.goals])
+    discounts = self._discounts(self.uvf_agent, context_discounts, [batch.goals], self._gamma)
+    return (self.uvf_agent.merged_states(batch.states, [batch.goals]), batch.actions, context_rewards, discounts,
+            self.uvf_agent.merged_states(batch.next_states, [batch.next_goals]),
+            self.uvf_agent.target_noise(self._batch_size))
 
   def _low_level_update(self):
     """One low-level TD3 update on a fresh batch (with hiro_repr then one representation update, 'repr_loss').
@@ -145,7 +153,7 @@ class HiroTrainer(tf.Module):
     args = self.low_level_inputs(batch)
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.low_update), args=args))
     metrics = {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-               'average_step_reward': tf.reduce_mean(batch[2])}
+               'average_step_reward': tf.reduce_mean(batch.rewards)}
     if self.repr_update is not None:
       # The original added its repr train op to the low-level train op: one representation step per low-level
       # update, after it here (the original's graph left them unordered), on a meta batch of its own.
@@ -156,31 +164,33 @@ class HiroTrainer(tf.Module):
   def _representation_update(self):
     """One representation update on a fresh meta batch (the original dequeued one for each low-level train op,
     separate from the meta update's). Returns the loss, float32 []."""
-    (states, _, _, _, next_states, low_states, low_actions, _,
-     _) = self.meta_replay_buffer.get_random_batch(self._batch_size)
-    return self.repr_update(states, next_states, low_actions, low_states)['loss']
+    batch = self.meta_replay_buffer.get_random_batch(self._batch_size)
+    return self.repr_update(batch.states, batch.next_states, batch.low_actions, batch.low_states)['loss']
 
   def meta_level_inputs(self, batch):
     """The arguments of one meta update (`meta_update`), from a batch of stored meta transitions.
 
     Args:
-      batch: the meta replay element as `meta_replay_buffer.get_random_batch(batch_size)` returns it: states [B, O]
-        (s_t), goals [B, G] (the stored meta actions), rewards [B] (the stored sums of 0.1 x r_meta), discounts [B]
-        (unused), next_states [B, O] (s_{t+c}), low_states [B, c, O], low_actions [B, c, A], contexts [B, M],
-        next_contexts [B, M]; B = batch_size.
+      batch: a `collect.MetaTransition` of [B]-batches (or the same 9 entries in that order), as
+        `meta_replay_buffer.get_random_batch(batch_size)` returns it: states [B, O] (s_t), goals [B, G] (the stored
+        meta actions), rewards [B] (the stored sums of 0.1 x r_meta), discounts [B] (unused), next_states [B, O]
+        (s_{t+c}), low_states [B, c, O], low_actions [B, c, A], contexts [B, M], next_contexts [B, M];
+        B = batch_size.
 
     Returns:
       (s ⊕ T [B, O+M], the goals relabelled by `relabeler` [B, G], rewards [B] = the stored sums x
       reward_scale_factor, discounts [B] = meta_gamma x the meta context discounts, s' ⊕ T' [B, O+M], target
       smoothing noise [B, G] drawn now).
     """
-    states, goals, rewards, _, next_states, low_states, low_actions, contexts, next_contexts = batch
-    rewards = rewards * self._reward_scale_factor
-    goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)
-    _, context_discounts = self.meta_agent.compute_rewards(states, goals, rewards, next_states, [contexts])
-    discounts = self._discounts(self.meta_agent, context_discounts, [contexts], self._meta_gamma)
-    return (self.meta_agent.merged_states(states, [contexts]), goals, rewards, discounts,
-            self.meta_agent.merged_states(next_states, [next_contexts]),
+    batch = collect.MetaTransition(*batch)
+    rewards = batch.rewards * self._reward_scale_factor
+    goals = self.relabeler(batch.states, batch.next_states, batch.goals, batch.low_states, batch.low_actions,
+                           self._low_actor, candidate_actor_fn=self._low_actor_candidates)
+    _, context_discounts = self.meta_agent.compute_rewards(batch.states, goals, rewards, batch.next_states,
+                                                           [batch.contexts])
+    discounts = self._discounts(self.meta_agent, context_discounts, [batch.contexts], self._meta_gamma)
+    return (self.meta_agent.merged_states(batch.states, [batch.contexts]), goals, rewards, discounts,
+            self.meta_agent.merged_states(batch.next_states, [batch.next_contexts]),
             self.meta_agent.target_noise(self._batch_size))
 
   def _meta_level_update(self):
@@ -189,7 +199,7 @@ class HiroTrainer(tf.Module):
     args = self.meta_level_inputs(batch)
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.meta_update), args=args))
     return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-            'average_step_reward': tf.reduce_mean(batch[2])}
+            'average_step_reward': tf.reduce_mean(batch.rewards)}
 
   def _update_fn(self, update):
     """The Td3Update itself (a nested tf.function, XLA if asked) without a strategy; its body under one."""
@@ -198,6 +208,12 @@ class HiroTrainer(tf.Module):
   def _low_actor(self, states, goals):
     """The deterministic low-level actor on [N, O] states and [N, G] goals (off-policy correction)."""
     return self.uvf_agent.actions(states, [goals])
+
+  def _low_actor_candidates(self, states, goals, compute_dtype=tf.float32):
+    """The same actor on [N, O] states and [K, N, G] goals -> [K, N, A]: mu(s_n ⊕ g_kn), the states' part of the
+    first layer computed once for the K goals (`ActorNetwork.shared_input_actions`)."""
+    actor = self.uvf_agent.networks[self.uvf_agent.ACTOR_NET_SCOPE]
+    return actor.shared_input_actions(states, goals, compute_dtype=compute_dtype)
 
   @staticmethod
   def _discounts(agent, context_discounts, contexts, gamma):

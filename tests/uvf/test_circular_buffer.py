@@ -1,5 +1,7 @@
 """CircularBuffer: layout and names, wrap-around, sampling bounds and replacement, use inside tf.function."""
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -110,3 +112,21 @@ def test_errors():
     buffer.get_random_batch(2, num_steps=2)
   with pytest.raises(tf.errors.InvalidArgumentError, match='out of bounds'):
     buffer.gather([1])  # only slot 0 holds an element
+
+
+def test_namedtuple_elements_keep_the_original_keys_and_come_back_named():
+  pair = collections.namedtuple('Pair', ['first', 'second'])
+  buffer = circular_buffer.CircularBuffer(buffer_size=4, scope='named')
+  buffer.create_storage(pair(first=tf.TensorSpec([2], tf.float32), second=tf.TensorSpec([], tf.int64)))
+  assert list(buffer.variables_by_tf1_name()) == ['named/num_adds', 'named/BufferVariable_0', 'named/BufferVariable_1']
+  for i in range(3):
+    buffer.add(pair(first=tf.fill([2], float(i)), second=tf.constant(10 * i, tf.int64)))
+  whole = buffer.gather([2, 0])
+  assert isinstance(whole, pair)
+  np.testing.assert_array_equal(whole.first.numpy(), [[2, 2], [0, 0]])
+  np.testing.assert_array_equal(whole.second.numpy(), [20, 0])
+  batch = buffer.get_random_batch(5)
+  assert isinstance(batch, pair) and batch.first.shape == (5, 2)
+  np.testing.assert_array_equal(batch.second.numpy(), 10 * batch.first.numpy()[:, 0])
+  (seconds,) = buffer.get_random_batch(5, keys=[1])  # a choice of entries stays a list
+  assert not isinstance(buffer.gather([1], keys=[1]), pair) and seconds.shape == (5,)

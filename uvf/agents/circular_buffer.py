@@ -2,7 +2,9 @@
 
 Port of `research/efficient-hrl/agents/circular_buffer.py` (hiro.md section 3.6). An element is a list/tuple of
 tensors (keys '0', '1', ... as the original) or a dict (keys sorted); e.g. the low-level element
-[s [O], a [A], r [], discount [], s' [O], g [G], g' [G]]. Slot k is the variable `<scope>/BufferVariable_<k>` of shape
+[s [O], a [A], r [], discount [], s' [O], g [G], g' [G]]. A namedtuple element (HIRO's `collect.LowTransition` and
+`collect.MetaTransition`) is stored as a tuple, under the same keys, and whole elements are read back as that
+namedtuple. Slot k is the variable `<scope>/BufferVariable_<k>` of shape
 [buffer_size] + element_k.shape; the counter is `<scope>/num_adds` (int64), the original's names.
 
 The storage variables are created from the first added element, as the original (call `add` once eagerly, or pass
@@ -43,6 +45,7 @@ class CircularBuffer(tf.Module):
     self._scope = str(scope).strip('/')
     self._tensors = collections.OrderedDict()  # key -> storage variable
     self._is_dict = None
+    self._element_type = None  # the namedtuple class of the elements, if they are namedtuples
     with tf.name_scope(self._scope + '/'):
       self._num_adds = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_adds')
     if seed is None:
@@ -99,6 +102,8 @@ class CircularBuffer(tf.Module):
     if self._is_dict is not None and is_dict != self._is_dict:
       raise ValueError('Elements must all be dicts or all be lists/tuples, as the first one.')
     self._is_dict = is_dict
+    if self._element_type is None and hasattr(tensors, '_fields'):
+      self._element_type = type(tensors)
     return collections.OrderedDict(items)
 
   def _create_variables(self, specs):
@@ -195,7 +200,8 @@ class CircularBuffer(tf.Module):
       num_steps: must be 1 (HIRO's `replay_num_steps`); the original's n-step trajectories are not ported.
 
     Returns:
-      List of tensors [B] + entry shape, one per key.
+      List of tensors [B] + entry shape, one per key (the elements' namedtuple for all keys, if they are
+      namedtuples).
 
     Raises:
       ValueError: if nothing was ever added (the storage does not exist yet), or num_steps != 1.
@@ -203,16 +209,19 @@ class CircularBuffer(tf.Module):
     """
     if num_steps != 1:
       raise ValueError(f'num_steps={num_steps!r} is not supported by this port; HIRO samples single steps (1).')
+    whole = keys is None
     keys = self._keys(keys)
     num_adds = self.get_num_adds()
     assert_op = tf.debugging.assert_positive(num_adds, message='The buffer is empty: nothing has been added yet.')
     with tf.control_dependencies([assert_op]):
       max_index = tf.minimum(num_adds, self._buffer_size)
     indices = self._rng.uniform([batch_size], minval=0, maxval=max_index, dtype=tf.int64)
-    return self._gather(indices, keys)
+    return self._gather(indices, keys, whole)
 
   def gather(self, indices, keys=None):
-    """The elements at `indices` (int [N], each in [0, min(num_adds, buffer_size))): list of [N] + entry shape."""
+    """The elements at `indices` (int [N], each in [0, min(num_adds, buffer_size))): list of [N] + entry shape (the
+    elements' namedtuple for all keys, if they are namedtuples)."""
+    whole = keys is None
     keys = self._keys(keys)
     indices = tf.convert_to_tensor(indices)
     assert_op = tf.debugging.assert_less(
@@ -220,10 +229,11 @@ class CircularBuffer(tf.Module):
         message='Index out of bounds: at or beyond min(num_adds, buffer_size).')
     with tf.control_dependencies([assert_op]):
       indices = tf.identity(indices)
-    return self._gather(indices, keys)
+    return self._gather(indices, keys, whole)
 
-  def _gather(self, indices, keys):
-    return [tf.gather(self._tensors[key], indices) for key in keys]
+  def _gather(self, indices, keys, whole):
+    values = [tf.gather(self._tensors[key], indices) for key in keys]
+    return self._element_type(*values) if whole and self._element_type is not None else values
 
   def variables_by_tf1_name(self):
     """OrderedDict {original TF1 name: variable}: '<scope>/num_adds', '<scope>/BufferVariable_<k>', ..."""

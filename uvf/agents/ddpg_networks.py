@@ -29,6 +29,9 @@ import tensorflow as tf
 
 # Output layers of both networks: U(-0.003, 0.003) for the weights (the biases start at zero).
 FINAL_LAYER_INIT_RANGE = 0.003
+# Dtypes of the networks' matrix products: 'float32' (the original) or 'bfloat16' (a speed switch, off by default:
+# docs/deviations.md).
+COMPUTE_DTYPES = ('float32', 'bfloat16')
 
 
 def hidden_weights(fan_in, fan_out):
@@ -74,9 +77,18 @@ class Dense(tf.Module):
       self.biases = tf.Variable(biases, name='biases')
     self._scope = scope
     self._activation = activation
+    self.compute_dtype = tf.float32
 
   def __call__(self, x):
-    y = tf.matmul(x, self.weights) + self.biases
+    """x float32 [B, fan_in] -> float32 [B, units]; the product x W in `compute_dtype` (float32: exactly x W + b;
+    bfloat16: x and W rounded to bfloat16, the product accumulated and returned in float32, + b in float32)."""
+    if self.compute_dtype == tf.float32:
+      return self.activate(tf.matmul(x, self.weights) + self.biases)
+    product = tf.matmul(tf.cast(x, self.compute_dtype), tf.cast(self.weights, self.compute_dtype))
+    return self.activate(tf.cast(product, tf.float32) + self.biases)
+
+  def activate(self, y):
+    """The layer's activation of its pre-activations y = x W + b (identity for a linear layer)."""
     return self._activation(y) if self._activation is not None else y
 
   def named_variables(self):
@@ -113,6 +125,19 @@ class _Network(tf.Module):
   def ordered_variables(self):
     """List of the network's trainable variables in the original's creation (and target-pairing) order."""
     return list(self.variables_by_tf1_name().values())
+
+  @property
+  def compute_dtype(self):
+    """The dtype of the network's matrix products (variables, biases and activations stay float32)."""
+    return self._layers[0].compute_dtype
+
+  @compute_dtype.setter
+  def compute_dtype(self, dtype):
+    if dtype not in COMPUTE_DTYPES:
+      raise ValueError(f'Unknown compute_dtype {dtype!r} (gin ddpg_actor_net / ddpg_critic_net .compute_dtype); '
+                       f'valid: {", ".join(repr(d) for d in COMPUTE_DTYPES)}.')
+    for layer in self._layers:
+      layer.compute_dtype = tf.as_dtype(dtype)
 
 
 class ActorNetwork(_Network):
@@ -155,6 +180,40 @@ class ActorNetwork(_Network):
     for layer in self._hidden:
       x = layer(x)
     return self._action_means + self._action_magnitudes * self._out(x)
+
+  def shared_input_actions(self, shared, varying, compute_dtype=tf.float32):
+    """mu(shared ⊕ varying[k]) for every k, with the shared rows' part of the first layer computed once.
+
+    The same function as `__call__` on the K x N concatenated rows (the first layer's product split into its shared
+    and varying input rows, so it is summed in another order: equal to float32 rounding), for K inputs that share
+    their first P dims (HIRO's off-policy correction: K candidate goals for the same stored states).
+
+    Args:
+      shared: float [N, P], the first P dims of every row (the states).
+      varying: float [K, N, state_dim - P], the rest (the goals).
+      compute_dtype: dtype of the matrix products (tf.float32: as `__call__`; tf.bfloat16: products in bfloat16,
+        biases, activations and the output in float32).
+
+    Returns:
+      float32 [K, N, action_dim].
+    """
+    f32 = tf.float32
+    shared, varying = tf.cast(shared, f32), tf.cast(varying, f32)
+    split = shared.shape[-1]
+    if self._mask is not None:
+      shared, varying = shared * self._mask[:split], varying * self._mask[split:]
+    num_k, num_n = tf.shape(varying)[0], tf.shape(varying)[1]
+    first, rest = self._layers[0], self._layers[1:]
+    units = first.weights.shape[-1]
+    matmul = lambda x, w: tf.cast(tf.matmul(tf.cast(x, compute_dtype), tf.cast(w, compute_dtype)), f32)  # pylint: disable=unnecessary-lambda-assignment
+    shared_part = matmul(shared, first.weights[:split])  # [N, U]
+    varying_part = matmul(tf.reshape(varying, [-1, varying.shape[-1]]), first.weights[split:])  # [K * N, U]
+    x = tf.reshape(varying_part, [num_k, num_n, units]) + shared_part[None] + first.biases
+    x = tf.reshape(first.activate(x), [-1, units])
+    for layer in rest:
+      x = layer.activate(tf.nn.bias_add(matmul(x, layer.weights), layer.biases))
+    actions = self._action_means + self._action_magnitudes * x
+    return tf.reshape(actions, [num_k, num_n, self.action_dim])
 
 
 class CriticNetwork(_Network):
@@ -218,7 +277,8 @@ def critic_net(state_dim, action_dim, scope='critic_net',
                normalizer_fn=None,
                activation_fn=tf.nn.relu,
                zero_obs=False,
-               images=False):
+               images=False,
+               compute_dtype='float32'):
   """Builds a `CriticNetwork` (gin `ddpg_critic_net`; the agent calls it once per critic and target critic).
 
   Args:
@@ -230,15 +290,19 @@ def critic_net(state_dim, action_dim, scope='critic_net',
     weight_decay: accepted and unused. The original attached an L2 regulariser whose losses went into a collection
       that its train ops never read, so it had no effect either (HIRO binds 0.0).
     normalizer_fn: must be None (the only value HIRO uses).
+    compute_dtype: 'float32' (the original) or 'bfloat16' (new, a speed switch: the matrix products in bfloat16,
+      docs/deviations.md).
 
   Returns:
     A `CriticNetwork` with its variables created.
   """
   del weight_decay  # no effect in the original either (see the docstring)
   _check_unsupported(normalizer_fn, num_reward_dims)
-  return CriticNetwork(state_dim, action_dim, scope=scope, states_hidden_layers=states_hidden_layers,
-                       actions_hidden_layers=actions_hidden_layers, joint_hidden_layers=joint_hidden_layers,
-                       activation_fn=activation_fn, zero_obs=zero_obs, images=images)
+  network = CriticNetwork(state_dim, action_dim, scope=scope, states_hidden_layers=states_hidden_layers,
+                          actions_hidden_layers=actions_hidden_layers, joint_hidden_layers=joint_hidden_layers,
+                          activation_fn=activation_fn, zero_obs=zero_obs, images=images)
+  network.compute_dtype = compute_dtype
+  return network
 
 
 @gin.configurable('ddpg_actor_net', denylist=['state_dim', 'action_spec', 'scope'])
@@ -247,7 +311,8 @@ def actor_net(state_dim, action_spec, scope='actor_net',
               normalizer_fn=None,
               activation_fn=tf.nn.relu,
               zero_obs=False,
-              images=False):
+              images=False,
+              compute_dtype='float32'):
   """Builds an `ActorNetwork` (gin `ddpg_actor_net`; the agent calls it for the actor and the target actor).
 
   Args:
@@ -255,10 +320,14 @@ def actor_net(state_dim, action_spec, scope='actor_net',
     hidden_layers, activation_fn, zero_obs, images: see `ActorNetwork`; the default (400, 300) is the original
       function's, HIRO's gin sets (300, 300).
     normalizer_fn: must be None (the only value HIRO uses).
+    compute_dtype: 'float32' (the original) or 'bfloat16' (new, a speed switch: the matrix products in bfloat16,
+      docs/deviations.md).
 
   Returns:
     An `ActorNetwork` with its variables created.
   """
   _check_unsupported(normalizer_fn)
-  return ActorNetwork(state_dim, action_spec, scope=scope, hidden_layers=hidden_layers, activation_fn=activation_fn,
-                      zero_obs=zero_obs, images=images)
+  network = ActorNetwork(state_dim, action_spec, scope=scope, hidden_layers=hidden_layers,
+                         activation_fn=activation_fn, zero_obs=zero_obs, images=images)
+  network.compute_dtype = compute_dtype
+  return network
