@@ -152,6 +152,8 @@ class SeedSpec:
   max_restarts: int
   detach: bool  # True: children in their own session, they outlive the kit (local); False: they die with it (Ray)
   repo_root: str
+  threads: int = 0  # TensorFlow threads of the training process (TF_NUM_INTRAOP_THREADS); 0: TensorFlow's default
+  cpus: tuple = ()  # the cores the training process is pinned to (sched_setaffinity); (): not pinned
 
   def log(self, kind):
     return os.path.join(self.log_dir, f'seed_{self.seed}.{kind}.log')
@@ -185,10 +187,18 @@ def start_process(spec, kind):
             f'{shlex.join(command)}\n'.encode())
   log.flush()
   env = dict(os.environ, PYTHONUNBUFFERED='1')
+  if kind == 'train' and spec.threads:
+    env.setdefault('TF_NUM_INTRAOP_THREADS', str(spec.threads))  # the user's own setting wins
+    env.setdefault('TF_NUM_INTEROP_THREADS', '1')
   process = subprocess.Popen(command, cwd=spec.repo_root, stdout=log, stderr=subprocess.STDOUT, env=env,
                              stdin=subprocess.DEVNULL, start_new_session=spec.detach,
                              preexec_fn=None if spec.detach else _die_with_parent)
   log.close()
+  if kind == 'train' and spec.cpus:
+    try:
+      os.sched_setaffinity(process.pid, spec.cpus)  # before TensorFlow starts its threads, which inherit it
+    except OSError:
+      pass  # it already exited: its exit status is handled by the caller
   record = {'pid': process.pid, 'start_ticks': process_start_ticks(process.pid), 'command': command,
             'started': time.time()}
   tmp = spec.pid_file(kind) + '.tmp'
@@ -279,7 +289,11 @@ def run_seed(spec, stop=None, report=say):
       progress_at_start['train'] = rep.full_checkpoint_step(spec.train_dir)
     own[kind] = start_process(spec, kind)
     verb = 'resuming' if kind == 'train' and progress_at_start['train'] else 'starting'
-    report(f'{name}: {verb} {"training" if kind == "train" else "evaluation"} (pid {own[kind].pid}); '
+    layout = ''
+    if kind == 'train' and (spec.threads or spec.cpus):
+      layout = (f', {spec.threads or "default"} TensorFlow thread{"s" if spec.threads != 1 else ""}' +
+                (f' on core{"s" if len(spec.cpus) > 1 else ""} {",".join(map(str, spec.cpus))}' if spec.cpus else ''))
+    report(f'{name}: {verb} {"training" if kind == "train" else "evaluation"} (pid {own[kind].pid}{layout}); '
            f'log {spec.log(kind)}')
 
   def stop_own(kind, sig=signal.SIGINT):
@@ -353,6 +367,20 @@ def _cores():
     return len(os.sched_getaffinity(0))
   except AttributeError:
     return os.cpu_count() or 1
+
+
+def core_slots(parallel):
+  """The cores of each of `parallel` training slots: this process's cores in `parallel` equal contiguous groups
+  (docs/hiro_training.md, "Process layout": one pinned single-thread process per core is 1.13x two unpinned
+  processes at TensorFlow's default threads); [] when there are fewer cores than slots (nothing is pinned)."""
+  try:
+    cores = sorted(os.sched_getaffinity(0))
+  except AttributeError:
+    return []
+  if parallel < 1 or len(cores) < parallel:
+    return []
+  size = len(cores) // parallel
+  return [tuple(cores[i * size:(i + 1) * size]) for i in range(parallel)]
 
 
 @dataclasses.dataclass
@@ -431,7 +459,7 @@ def make_plan(args):
         train_command=[sys.executable, os.path.join(REPO_ROOT, 'run_train.py')] + train_args,
         eval_command=[sys.executable, os.path.join(REPO_ROOT, 'run_eval.py')] + eval_args,
         log_dir=os.path.join(root, LOG_DIR), run_length=length, modes=list(protocol.modes), poll_secs=args.poll_secs,
-        max_restarts=args.max_restarts, detach=args.backend == 'local', repo_root=REPO_ROOT))
+        max_restarts=args.max_restarts, detach=args.backend == 'local', repo_root=REPO_ROOT, threads=threads))
   manifest = {
       'config_files': configs, 'bindings': list(args.gin_param), 'gin_config': base_config,
       'policy_every': args.policy_every, 'eval_episodes': args.eval_episodes, 'protocol': protocol.to_json(),
@@ -587,14 +615,20 @@ def run_local(plan, refresher):
       stop.set()
 
   previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+  slots = core_slots(plan.parallel)
+  slot_of = {}  # seed -> its slot in `slots`
   try:
     while queue or threads:
       while queue and len(threads) < plan.parallel and not stop.is_set():
         spec = queue.pop(0)
+        if slots:
+          slot_of[spec.seed] = min(set(range(len(slots))) - set(slot_of.values()))
+          spec = dataclasses.replace(spec, cpus=slots[slot_of[spec.seed]])
         threads[spec.seed] = threading.Thread(target=job, args=(spec,), name=f'seed_{spec.seed}', daemon=True)
         threads[spec.seed].start()
       for seed in [s for s, t in threads.items() if not t.is_alive()]:
         del threads[seed]
+        slot_of.pop(seed, None)
       if stop.is_set():
         queue.clear()
       refresher()

@@ -94,7 +94,7 @@ def training_midway(root, seed):
 
 def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   root = str(tmp_path / 'r')
-  first, second, paused = Kit(kit_command(root)), None, {}
+  first, second, paused, layout = Kit(kit_command(root)), None, {}, {}
   try:
     # Freeze each seed's training as soon as it is midway (a full checkpoint written, not finished).
     def freeze():
@@ -103,8 +103,18 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
         if pid is not None:
           os.kill(pid, signal.SIGSTOP)
           paused[seed] = pid
+          with open(f'/proc/{pid}/environ', 'rb') as f:
+            environ = dict(item.split(b'=', 1) for item in f.read().split(b'\0') if b'=' in item)
+          layout[seed] = (os.sched_getaffinity(pid), environ.get(b'TF_NUM_INTRAOP_THREADS'),
+                          environ.get(b'TF_NUM_INTEROP_THREADS'))
       return len(paused) == 2
     wait_until(freeze, 'both trainings midway')
+    # Two seeds at once on this machine's cores: each training pinned to its own cores, one TensorFlow thread per
+    # core it has (docs/hiro_training.md, "Process layout").
+    (cores0, intra0, inter0), (cores1, intra1, inter1) = layout[0], layout[1]
+    assert not cores0 & cores1 and cores0 | cores1 <= os.sched_getaffinity(0)
+    assert (intra0, intra1, inter0, inter1) == (str(len(cores0)).encode(), str(len(cores1)).encode(), b'1', b'1')
+    assert f'1 TensorFlow thread on core {min(cores0)}' in first.output() or len(cores0) > 1
     first.process.kill()  # kill -9 of the kit: its children live on in their own sessions
     first.process.wait()
     os.kill(paused.pop(1), signal.SIGKILL)  # seed 1's training dies too (a crash)

@@ -76,7 +76,7 @@ class PyEnvironmentStepper(object):
   def get_state(self):
     """The environment's state as a JSON string: qpos, qvel, step counter t and the reset-noise generator."""
     qpos, qvel, t = self.env.get_state()
-    rng = self.env._rng.bit_generator.state  # pylint: disable=protected-access
+    rng = self.env.rng.bit_generator.state
     return json.dumps({'qpos': qpos.tolist(), 'qvel': qvel.tolist(), 't': int(t), 'rng': rng})
 
   def set_state(self, text):
@@ -86,7 +86,7 @@ class PyEnvironmentStepper(object):
     robot = self.env.wrapped_env
     mujoco.mj_resetData(robot.model, robot.data)
     self.env.set_state((np.asarray(state['qpos']), np.asarray(state['qvel']), state['t']))
-    self.env._rng.bit_generator.state = state['rng']  # pylint: disable=protected-access
+    self.env.rng.bit_generator.state = state['rng']
 
 
 class Collector(tf.Module):

@@ -202,6 +202,11 @@ class GoalRelabeler(tf.Module):
     call; 'FuN': [B, G]); checkpointed with the relabeler."""
     return self._rng
 
+  @property
+  def state_repr_fn(self):
+    """The state representation the candidates are scored in: `StatePreprocess` with hiro_repr, else identity."""
+    return self._state_repr_fn
+
   def _reprs(self, states, goal_dim):
     """Representations [..., goal_dim] of states [..., O] (any leading dimensions)."""
     flat = tf.reshape(states, [-1, states.shape[-1]])

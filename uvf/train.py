@@ -559,7 +559,7 @@ class TrainingLoop(object):
     if checkpoint_pending:
       stop = min(stop, (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
     if not self.trainer.inline_meta_update:
-      period = self.trainer._meta_period  # pylint: disable=protected-access
+      period = self.trainer.meta_period
       stop = min(stop, (step // period + 1) * period)
       if last_step // period != (step + 1) // period:  # the first iteration of a fresh run: its own call
         stop = step + 1

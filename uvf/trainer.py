@@ -146,7 +146,12 @@ class HiroTrainer(tf.Module):
             self.uvf_agent.merged_states(batch.next_states, [batch.next_goals]),
             self.uvf_agent.target_noise(self._batch_size))
 
-  def _low_level_update(self):
+  @property
+  def meta_period(self):
+    """int: N = num_collect_per_meta_update, the meta update's period in environment steps."""
+    return self._meta_period
+
+  def low_level_update(self):
     """One low-level TD3 update on a fresh batch (with hiro_repr then one representation update, 'repr_loss').
     Returns dict of float32 scalars."""
     batch = self.replay_buffer.get_random_batch(self._batch_size)
@@ -251,9 +256,9 @@ class HiroTrainer(tf.Module):
       for _ in range(self._num_collect_per_update - 1):
         self.collector.step()
       for _ in range(self._num_updates_per_observation - 1):
-        self._low_level_update()
+        self.low_level_update()
       self.collector.step()
-      low = self._low_level_update()  # the buffer holds >= 1 element now
+      low = self.low_level_update()  # the buffer holds >= 1 element now
       low = {('repr/loss' if k == 'repr_loss' else 'nometa/' + k): v for k, v in low.items()}
       step = self.global_step.read_value()
       meta = {k: v for k, v in metrics.items() if k.startswith('meta/')}

@@ -242,7 +242,7 @@ def test_eager_function_and_xla_updates_agree():
     agent.copy_to_targets()
     update = ddpg_agent.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3),
                                   tf.compat.v1.train.AdamOptimizer(1e-3), tau=0.1, jit_compile=(mode == 'xla'))
-    step = update._update if mode == 'eager' else update  # pylint: disable=protected-access
+    step = update.step_function.python_function if mode == 'eager' else update
     losses = [step(*make_batch(seed)) for seed in range(3)]
     results.append(([float(l['critic_loss']) for l in losses], [v.numpy() for v in agent.variables_by_tf1_name()
                                                                  .values()]))

@@ -322,7 +322,7 @@ def test_hiro_repr_traces_once_and_uses_phi(repr_run):
   assert t.run_steps.experimental_get_tracing_count() == 1
   assert t.collect_steps.experimental_get_tracing_count() == 1
   assert t.repr_update.step_function.experimental_get_tracing_count() == 1
-  assert t.relabeler._state_repr_fn is t.state_preprocess  # pylint: disable=protected-access
+  assert t.relabeler.state_repr_fn is t.state_preprocess
   # The low-level reward is -||phi(s) + g - phi(s')|| on the learned representation.
   captured = {}
   original = t.low_update
@@ -334,7 +334,7 @@ def test_hiro_repr_traces_once_and_uses_phi(repr_run):
 
   t.low_update, repr_update, t.repr_update = record, t.repr_update, None  # (the repr step would move phi after)
   try:
-    t._low_level_update()  # pylint: disable=protected-access
+    t.low_level_update()
   finally:
     t.low_update, t.repr_update = original, repr_update
   s, g, s2 = captured['states'][:, :30], captured['states'][:, 30:], captured['next_states'][:, :30]

@@ -283,6 +283,11 @@ class MazeEnv(py_environment.PyEnvironment):
     """BoundedArraySpec float32 [A], bounds = the robot actuators' ctrlrange."""
     return self._action_spec
 
+  @property
+  def rng(self):
+    """The reset noise's `np.random.Generator` (its `bit_generator.state` is part of a run's saved state)."""
+    return self._rng
+
   def seed(self, seed):
     """Re-seeds the reset noise (int or None); the next `reset()` starts the seeded sequence."""
     self._rng = np.random.default_rng(seed)
