@@ -166,6 +166,12 @@ class SeedSpec:
 
 
 SCRIPTS = {'train': 'run_train.py', 'eval': 'run_eval.py'}
+# The exit statuses of a training or evaluation stopped on request (docs/reliability.md): SIGINT 130, SIGTERM 143
+STOPPED_EXIT_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)  # (negative: the signal came before its handler)
+
+
+class Stopped(str):
+  """A seed job's end message when one of its processes was stopped by someone (it is not restarted)."""
 
 
 def started_by_kit(spec, kind, pid):
@@ -268,6 +274,8 @@ def run_seed(spec, stop=None, report=say):
       return None
     own[kind] = None
     code = process.returncode
+    if code in STOPPED_EXIT_CODES:  # someone stopped it (Ctrl-C, SIGTERM, `--stop`): not a crash, not restarted
+      return Stopped(f'{kind} was stopped (exit status {code}); the same command resumes it.')
     if code in (2, 3):  # a user error (configuration, run directory): restarting will not help
       return f'{kind} exited with status {code}:\n{log_tail(spec.log(kind))}'
     if kind == 'eval' and code == 0:  # its checkpoint_timeout: restarted while checkpoints come
@@ -318,7 +326,8 @@ def run_seed(spec, stop=None, report=say):
         failure = finished(kind)
         if failure:
           stop_own('eval' if kind == 'train' else 'train')
-          return {'seed': spec.seed, 'state': 'failed', 'message': f'{name}: {failure}'}
+          state = 'stopped' if isinstance(failure, Stopped) else 'failed'
+          return {'seed': spec.seed, 'state': state, 'message': f'{name}: {failure}'}
       if not complete:
         pids = live('train')
         if not pids:
@@ -608,6 +617,9 @@ def run_local(plan, refresher):
     with lock:
       results.append(result)
     say(result['message'])
+    if result['state'] == 'stopped' and not stop.is_set():  # its process was stopped on request (`--stop`):
+      say('stopping: a seed was stopped from outside; the other seeds stop too (the same command resumes).')
+      stop.set()  # the whole kit stops, rather than starting the seeds still queued
 
   def on_signal(signum, frame):  # pylint: disable=unused-argument
     if not stop.is_set():
@@ -797,7 +809,7 @@ def main(argv=None):
   failed = [r for r in results if r['state'] == 'failed']
   for result in failed:
     print(result['message'], file=sys.stderr, flush=True)
-  if stopped:
+  if stopped or any(r['state'] == 'stopped' for r in results):
     return 130
   return 1 if failed else 0
 

@@ -203,6 +203,32 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   assert sorted(os.listdir(root)) == before
 
 
+def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
+  """`--stop` beside a running kit: the stopped trainings are not restarted as crashes, the queued seed never
+  starts, and the kit exits with status 130, leaving no process."""
+  root = str(tmp_path / 'r')
+  steps = 20 * STEPS  # long enough to be stopped midway
+  kit = Kit(kit_command(root, seeds=3, extra=['--parallel', '2'], steps=steps))
+  try:
+    wait_until(lambda: all(reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
+               'both trainings midway')
+    stop = subprocess.run(kit_command(root, seeds=3, extra=['--parallel', '2', '--stop'], steps=steps), cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert stop.returncode == 0, stop.stderr
+    assert kit.process.wait(timeout=300) == 130, kit.output()[-3000:]
+  finally:
+    if kit.process.poll() is None:
+      kit.process.kill()
+  out = kit.output()
+  assert 'seed 0: train was stopped (exit status 130)' in out or 'seed 1: train was stopped (exit status 130)' in out, out
+  assert 'restarting it' not in out and 'seed 2:' not in out.replace('seed 2: stopped.', '')
+  assert not os.path.exists(os.path.join(root, 'logs', 'seed_2.train.log'))
+  for seed in (0, 1):
+    assert reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) < steps + 100  # stopped midway
+    assert not reproduce.running('run_train.py', os.path.join(root, f'seed_{seed}'))
+    assert not reproduce.running('run_eval.py', os.path.join(root, f'seed_{seed}', 'eval'))
+
+
 def test_kit_user_errors(tmp_path):
   result = subprocess.run(kit_command(tmp_path, extra=['--gin_param', 'train_uvf.seed = 3']), cwd=REPO,
                           capture_output=True, text=True, timeout=300)
