@@ -394,7 +394,8 @@ def test(logdir, settings):
   policy (sampled actions) and the LSTM state carried across episodes (reset by `done`), in unrolls of
   unroll_length; an episode counts where done[1:] (step 0 overlaps the previous unroll).
 
-  Writes `<logdir>/test_results-<frames>.json` (frames: the checkpoint's frame counter), and TensorBoard scalars of
+  Writes `<logdir>/test_results-<frames>.json` (frames: the checkpoint's frame counter; a rerun on the same
+  checkpoint writes `test_results-<frames>.1.json`, `.2.json`, ...: an earlier result is never overwritten), and TensorBoard scalars of
   its means in `<logdir>/test/` at step frames (`_write_test_summaries`):
     {'checkpoint': path, 'num_environment_frames': int, 'test_num_episodes': int,
      'levels': {level: {'mean_return': float, 'returns': [float, ...]}},
@@ -456,11 +457,23 @@ def test(logdir, settings):
     results['human_normalized_score'] = {'no_cap': no_cap, 'cap_100': cap_100}
   logging.info('Mean episode return over %d level(s): %f', len(levels), results['mean_return'])
   _write_test_summaries(os.path.join(logdir, TEST_SUMMARY_DIR), results)
-  results_path = os.path.join(logdir, f'test_results-{frames}.json')
-  with open(results_path, 'w') as f:
-    json.dump(results, f, indent=2)
+  results_path = _write_new_json(logdir, f'test_results-{frames}', results)
   logging.info('Test results: %s', results_path)
   return results
+
+
+def _write_new_json(directory, stem, data):
+  """Writes `data` to `<directory>/<stem>.json`, or to `<stem>.<n>.json` (n = 1, 2, ...: the first free one) when a
+  file of that name exists already: test mode never overwrites an earlier result. Returns the path written."""
+  n = 0
+  while True:
+    path = os.path.join(directory, f'{stem}.json' if n == 0 else f'{stem}.{n}.json')
+    try:
+      with open(path, 'x', encoding='utf-8') as f:  # exclusive: fails if the file exists, even for a second writer
+        json.dump(data, f, indent=2)
+      return path
+    except FileExistsError:
+      n += 1
 
 
 def _write_test_summaries(directory, results):

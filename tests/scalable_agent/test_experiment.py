@@ -217,6 +217,15 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
   returns = results['levels']['builtin/find_object']['returns']
   assert len(returns) == 3 and results['mean_return'] == pytest.approx(np.mean(returns))
 
+  # A rerun on the same checkpoint writes a new file beside the first one, which stays as it was.
+  with open(os.path.join(logdir, 'test_results-300.json'), 'rb') as f:
+    first = f.read()
+  again = experiment.test(logdir, settings)
+  with open(os.path.join(logdir, 'test_results-300.1.json')) as f:
+    assert json.load(f) == again
+  with open(os.path.join(logdir, 'test_results-300.json'), 'rb') as f:
+    assert f.read() == first
+
 
 def test_test_mode_without_a_checkpoint_says_so(tmp_path):
   with pytest.raises(FileNotFoundError, match='needs a checkpoint'):
