@@ -5,7 +5,7 @@ Usage:
   python scripts/hiro_checkpoints.py export SRC OUT                                 # every entry copied as it is
   python scripts/hiro_checkpoints.py list SRC                                       # names, shapes, what it is
 
-The library under it is `uvf/checkpoints.py` (docs/hiro_checkpoints.md). Exit status 0, or 1 with one line `error:
+The library under it is `uvf/checkpoints.py` (docs/hiro_checkpoints.md). Exit status 0, or 2 with one line `error:
 ...` on stderr (not a checkpoint, a checkpoint of another configuration, a bad gin file or binding).
 """
 
@@ -78,7 +78,7 @@ def main(argv=None):
     return 0
   except (ValueError, OSError) as e:  # NotACheckpointError, CheckpointMismatchError, launcher errors as ValueError
     print(f'error: {e}', file=sys.stderr)
-    return 1
+    return 2  # bad input: the error names the problem (no traceback)
 
 
 if __name__ == '__main__':

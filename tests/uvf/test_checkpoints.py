@@ -399,13 +399,13 @@ def test_command_line_export(policy, tmp_path, capsys):
   for name, value in expected.items():
     np.testing.assert_array_equal(values[name], value, err_msg=name)
   assert sorted(tf.train.load_checkpoint(out).get_variable_to_shape_map()) == sorted(expected)
-  assert hiro_checkpoints.main(['export', str(tmp_path / 'nothing'), out]) == 1
+  assert hiro_checkpoints.main(['export', str(tmp_path / 'nothing'), out]) == 2
   # With the run's config: checked strictly against the policy that config builds.
   checked = str(tmp_path / 'tf1_checked' / 'model.ckpt-500')
   assert hiro_checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze.gin']) == 0
   for name, value in expected.items():
     np.testing.assert_array_equal(tf.train.load_checkpoint(checked).get_tensor(name), value, err_msg=name)
-  assert hiro_checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze_xy.gin']) == 1
+  assert hiro_checkpoints.main(['export', source, checked, '--config', 'configs/ant_maze_xy.gin']) == 2
   assert 'does not match' in capsys.readouterr().err
 
 
