@@ -40,7 +40,7 @@ CONV_STAGES = ((16, 2), (32, 2), (32, 2))
 DEFAULT_FRAME_SHAPE = (72, 96, 3)
 
 
-def _truncated_normal(fan_in):
+def truncated_normal(fan_in):
   """Sonnet 1 / Sonnet 2 default for `w`: truncated normal (2 stddev), stddev 1/sqrt(fan_in)."""
   return snt.initializers.TruncatedNormal(stddev=1. / math.sqrt(fan_in))
 
@@ -50,7 +50,7 @@ class _Conv2D(snt.Module):
 
   def __init__(self, input_channels, output_channels, name='conv_2d'):
     super().__init__(name=name)
-    self.w = tf.Variable(_truncated_normal(9 * input_channels)([3, 3, input_channels, output_channels], tf.float32),
+    self.w = tf.Variable(truncated_normal(9 * input_channels)([3, 3, input_channels, output_channels], tf.float32),
                          name='w')
     self.b = tf.Variable(tf.zeros([output_channels]), name='b')
 
@@ -59,12 +59,12 @@ class _Conv2D(snt.Module):
     return tf.nn.bias_add(tf.nn.conv2d(x, self.w, strides=1, padding='SAME'), self.b)
 
 
-class _Linear(snt.Module):
+class Linear(snt.Module):
   """Affine layer `x·w + b`, initialised as `snt.Linear`."""
 
   def __init__(self, input_size, output_size, name='linear'):
     super().__init__(name=name)
-    self.w = tf.Variable(_truncated_normal(input_size)([input_size, output_size], tf.float32), name='w')
+    self.w = tf.Variable(truncated_normal(input_size)([input_size, output_size], tf.float32), name='w')
     self.b = tf.Variable(tf.zeros([output_size]), name='b')
 
   def __call__(self, x):
@@ -135,7 +135,7 @@ class _ResidualBlock(snt.Module):
     return x + self._conv1(tf.nn.relu(self._conv0(tf.nn.relu(x))))
 
 
-class _ConvNet(snt.Module):
+class ConvNet(snt.Module):
   """The ResNet stages (variable scope `convnet`): [N, H, W, C] float32 -> [N, H/8, W/8, 32] (sizes rounded up)."""
 
   def __init__(self, input_channels):
@@ -166,9 +166,9 @@ class _Torso(snt.Module):
     height, width, channels = frame_shape
     for _ in CONV_STAGES:
       height, width = (height + 1) // 2, (width + 1) // 2
-    self._convnet = _ConvNet(channels)
-    self._linear = _Linear(height * width * CONV_STAGES[-1][0], TORSO_SIZE, name='linear')
-    self._embed = snt.Embed(NUM_HASH_BUCKETS, EMBEDDING_SIZE, initializer=_truncated_normal(NUM_HASH_BUCKETS),
+    self._convnet = ConvNet(channels)
+    self._linear = Linear(height * width * CONV_STAGES[-1][0], TORSO_SIZE, name='linear')
+    self._embed = snt.Embed(NUM_HASH_BUCKETS, EMBEDDING_SIZE, initializer=truncated_normal(NUM_HASH_BUCKETS),
                             name='embed')
     with tf.name_scope('rnn'):  # The scope `tf.nn.dynamic_rnn` gave the language LSTM.
       self._language_lstm = LSTMBlockCell(EMBEDDING_SIZE, INSTRUCTION_LSTM_SIZE, name='language_lstm')
@@ -221,8 +221,8 @@ class _Head(snt.Module):
 
   def __init__(self, num_actions):
     super().__init__(name='batch_apply_1')
-    self._policy_logits = _Linear(CORE_LSTM_SIZE, num_actions, name='policy_logits')
-    self._baseline = _Linear(CORE_LSTM_SIZE, 1, name='baseline')
+    self._policy_logits = Linear(CORE_LSTM_SIZE, num_actions, name='policy_logits')
+    self._baseline = Linear(CORE_LSTM_SIZE, 1, name='baseline')
 
   def __call__(self, core_output):
     """core_output float32 [N, 256] -> AgentOutput(action int32 [N] sampled, logits [N, A], baseline [N])."""

@@ -25,7 +25,7 @@ connected layer with 256 hidden units", A3C paper section 8), with the paper's s
 the same way as (Mnih et al., 2016)". The padding is settled by the caption's parameter count: the DMLab agent with
 this torso (96 x 72 RGB frames, LSTM 256, instruction branch, 9 actions) has 1,230,426 parameters with VALID padding
 ("1.2 million") and 1,541,722 with SAME; tests/scalable_agent/test_networks.py checks it. Initialisers: Sonnet's
-defaults, as the released agent (`agent._truncated_normal`, zero biases).
+defaults, as the released agent (`agent.truncated_normal`, zero biases).
 
 The feed-forward agents take and return the released agent's core state (`agent.LSTMState`, float32 [B, 256] each)
 unchanged, so that actors, unrolls, the learner, Reverb tables and checkpoints carry the same structures for every
@@ -55,7 +55,7 @@ class _Conv(snt.Module):
     super().__init__(name=name)
     self._stride = stride
     fan_in = kernel * kernel * input_channels
-    self.w = tf.Variable(agent_lib._truncated_normal(fan_in)(  # pylint: disable=protected-access
+    self.w = tf.Variable(agent_lib.truncated_normal(fan_in)(
         [kernel, kernel, input_channels, output_channels], tf.float32), name='w')
     self.b = tf.Variable(tf.zeros([output_channels]), name='b')
 
@@ -129,12 +129,10 @@ class FeedForwardAgent(snt.Module):
         if torso == 'shallow':
           self._convnet = _ShallowConvNet(frame_shape[2])
         else:
-          self._convnet = agent_lib._ConvNet(frame_shape[2])  # pylint: disable=protected-access
-        self._linear = agent_lib._Linear(height * width * channels, FEEDFORWARD_SIZE,  # pylint: disable=protected-access
-                                         name='linear')
-      self._policy_logits = agent_lib._Linear(FEEDFORWARD_SIZE, num_actions,  # pylint: disable=protected-access
-                                              name='policy_logits')
-      self._baseline = agent_lib._Linear(FEEDFORWARD_SIZE, 1, name='baseline')  # pylint: disable=protected-access
+          self._convnet = agent_lib.ConvNet(frame_shape[2])
+        self._linear = agent_lib.Linear(height * width * channels, FEEDFORWARD_SIZE, name='linear')
+      self._policy_logits = agent_lib.Linear(FEEDFORWARD_SIZE, num_actions, name='policy_logits')
+      self._baseline = agent_lib.Linear(FEEDFORWARD_SIZE, 1, name='baseline')
     self._variables = agent_lib.agent_variable_names(self, created)
 
   @property
