@@ -1,0 +1,371 @@
+"""The Python side of a HIRO training run: `TrainingLoop` restores or initialises the run, calls the compiled loop
+(`uvf.trainer.HiroTrainer.run_steps`) and between calls writes summaries, logs progress (steps, rate, ETA) and saves
+the policy and full checkpoints (files: `uvf.train`'s module docstring). Built by `uvf.train.train_uvf`."""
+
+import os
+import time
+
+from absl import logging
+import gin
+import tensorflow as tf
+
+from uvf import checkpoints
+from uvf import collect
+
+
+def restore_low_level(trainer, load_path):
+  """The original's `load_path`: the low-level actor and critics (and with hiro_repr the representation, as the
+  original's `lowlevel_saver`) from a checkpoint holding their TF1 names (an original TF1 checkpoint, or a policy
+  checkpoint of this port)."""
+  low_level = dict(trainer.uvf_agent.variables_by_tf1_name(), **trainer.state_preprocess.variables_by_tf1_name())
+  low_level = {name: variable for name, variable in low_level.items() if '/target_' not in name}
+  path = checkpoints.restore_policy(load_path, low_level, subset=True)
+  logging.info('Restored the %d low-level variables from %s', len(low_level), path)
+
+
+# A stop asked by a signal (`request_stop`, called by the launcher's SIGINT / SIGTERM handler): the loop stops at the
+# next episode end, after writing a full checkpoint.
+_stop_request = {'signal': None}
+
+
+def request_stop(signal_name='SIGTERM'):
+  """Asks the running `train_uvf` to stop at the next episode end after writing its full checkpoint (there the
+  environment's state is exact, so the resumed run is exactly the uninterrupted one). Returns True (the request is
+  taken). Safe in a signal handler."""
+  _stop_request['signal'] = signal_name
+  return True
+
+
+FULL_CHECKPOINTS_KEPT = 2  # newest full checkpoints kept in train_dir
+
+
+def _variable_bytes(checkpoint, optimizers=()):
+  """Bytes of the variables a `tf.train.Checkpoint` holds (TF1 optimizers keep their slots apart: pass them)."""
+  seen = {}
+  for trackable in tf.train.TrackableView(checkpoint).descendants():
+    if isinstance(trackable, tf.Variable):
+      seen[id(trackable)] = trackable
+  for optimizer in optimizers:
+    for variable in optimizer.variables():
+      seen[id(variable)] = variable
+  return sum(v.shape.num_elements() * (v.dtype.size if v.dtype != tf.string else 1) for v in seen.values())
+
+
+class TrainingLoop(object):
+  """The Python side of training: restore or initialise, call the compiled loop, summaries, logs, checkpoints."""
+
+  def __init__(self, trainer, train_dir, max_number_of_steps, initial_steps, max_steps_per_episode,
+               log_every_n_steps, policy_save_dir, save_policy_every_n_steps, save_policy_interval_secs,
+               max_policies_to_save, save_interval_secs, save_summaries_secs, steps_per_call, should_stop_early=None,
+               load_path=None):
+    self.trainer = trainer
+    self.train_dir = train_dir
+    self.max_number_of_steps = int(max_number_of_steps)
+    self.initial_steps = int(initial_steps)
+    self.max_steps_per_episode = int(max_steps_per_episode)
+    self.log_every_n_steps = int(log_every_n_steps or 0)
+    self.save_policy_every_n_steps = int(save_policy_every_n_steps or 0)
+    self.save_policy_interval_secs = save_policy_interval_secs
+    self.save_interval_secs = save_interval_secs
+    self.save_summaries_secs = save_summaries_secs
+    self.steps_per_call = int(steps_per_call)
+    self.should_stop_early = should_stop_early
+    self.load_path = load_path
+    self.checkpoint = trainer.full_checkpoint()
+    self.policy_dir = os.path.join(train_dir, policy_save_dir)
+    self.max_policies_to_save = max_policies_to_save
+    self.manager = self._full_manager()
+    self.policy_checkpoint = tf.train.Checkpoint(variables=trainer.policy_variables_by_tf1_name())
+    self.policy_manager = tf.train.CheckpointManager(
+        self.policy_checkpoint, self.policy_dir, max_to_keep=max_policies_to_save,
+        checkpoint_name=checkpoints.CHECKPOINT_NAME)
+    self.writer = None  # created by `run`, after the checks of the run directory
+    self.checkpoint_bytes = None  # of one full checkpoint (`check_free_space`)
+    self.last_saved_step = None
+    self.timings = {'initial_collect': 0.0, 'train': 0.0}
+
+  def _full_manager(self):
+    return tf.train.CheckpointManager(self.checkpoint, self.train_dir, max_to_keep=FULL_CHECKPOINTS_KEPT,
+                                      checkpoint_name=checkpoints.CHECKPOINT_NAME)
+
+  # Checkpoints.
+
+  def restore_or_initialize(self):
+    """Restores the newest readable full checkpoint (True), or initialises a fresh run (False): targets <- online
+    networks, then the low level from `load_path` if given. `checkpoints.find_resumable` chooses the checkpoint
+    (the directory is scanned; a corrupt newer one is set aside) or refuses a directory it cannot resume."""
+    latest = checkpoints.find_resumable(self.train_dir, self.policy_dir)
+    self.manager = self._full_manager()  # find_resumable may have rebuilt the checkpoint index file
+    if latest:
+      try:
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+      except (AssertionError, ValueError) as e:
+        raise checkpoints.RunDirectoryError(
+            f'{latest} does not match this configuration\'s training state ({str(e).strip().splitlines()[0]}): it '
+            'was written by another configuration or version of this code. Nothing was changed; use another '
+            '--train_dir.') from None
+      if not self.trainer.collector.restore_env_state():
+        raise ValueError(f'{latest} holds no environment state.')
+      self.last_saved_step = int(self.trainer.global_step.numpy())
+      self.checkpoint_bytes = checkpoints.checkpoint_bytes(latest)
+      print(f'Resumed from {latest} at global step {self.last_saved_step}.', flush=True)
+      return True
+    self.trainer.uvf_agent.copy_to_targets()
+    self.trainer.meta_agent.copy_to_targets()
+    if self.load_path:
+      restore_low_level(self.trainer, self.load_path)
+    return False
+
+  def full_checkpoint_bytes(self):
+    """Bytes of one full checkpoint: the newest one's size when there is one, else the sum of the sizes of the
+    variables it holds (replay buffers, networks, optimizer slots, ...), plus 1%."""
+    if self.checkpoint_bytes:
+      return self.checkpoint_bytes
+    return int(1.01 * _variable_bytes(self.checkpoint, list(self.trainer.optimizers.values()) + (
+        [self.trainer.repr_update.optimizer] if self.trainer.repr_update is not None else [])))
+
+  def check_free_space(self):
+    """Says what the checkpoints of the run need, and stops if the disk cannot hold its full checkpoints.
+
+    `FULL_CHECKPOINTS_KEPT` (2) full checkpoints are kept, and a save writes the next one before the oldest is
+    deleted: up to 3 exist during a save. Policy checkpoints are all kept (max_policies_to_save None).
+
+    Raises:
+      checkpoints.RunDirectoryError: the free space is less than the full checkpoints still need.
+    """
+    full = self.full_checkpoint_bytes()
+    existing = len(checkpoints.list_checkpoints(self.train_dir))
+    full_needed = max(1, FULL_CHECKPOINTS_KEPT + 1 - existing) * full
+    policy = _variable_bytes(self.policy_checkpoint)
+    step = int(self.trainer.global_step.numpy())
+    every = self.save_policy_every_n_steps
+    policies = (self.max_number_of_steps // every - step // every) if every else 0
+    if self.max_policies_to_save:
+      policies = min(policies, self.max_policies_to_save + 1)
+    free = checkpoints.free_bytes(self.train_dir)
+    print(f'Checkpoints: full checkpoints {checkpoints.format_bytes(full)} each ({FULL_CHECKPOINTS_KEPT} kept, '
+          f'{FULL_CHECKPOINTS_KEPT + 1} during a save: {checkpoints.format_bytes(full_needed)} more needed), policy '
+          f'checkpoints {checkpoints.format_bytes(policy)} each ({policies} more to the end: '
+          f'{checkpoints.format_bytes(policies * policy)}); {checkpoints.format_bytes(free)} free in '
+          f'{self.train_dir}.', flush=True)
+    if free is None:
+      return
+    if free < full_needed:
+      raise checkpoints.RunDirectoryError(
+          f'not enough disk space in {self.train_dir} for the full checkpoints of this run: they need '
+          f'{checkpoints.format_bytes(full_needed)} more ({checkpoints.format_bytes(full)} each, '
+          f'{FULL_CHECKPOINTS_KEPT} kept and one more during a save), {checkpoints.format_bytes(free)} is free. '
+          'Free some space, or use another --train_dir (smaller replay buffers, CircularBuffer.buffer_size, make '
+          'smaller checkpoints). Nothing was written.')
+    if free < full_needed + policies * policy:
+      logging.warning('The policy checkpoints to the end of the run need %s more than the %s free in %s.',
+                      checkpoints.format_bytes(full_needed + policies * policy - free),
+                      checkpoints.format_bytes(free), self.train_dir)
+
+  def save(self):
+    """Writes a full checkpoint `model.ckpt-<global step>` (not again for the step of the last one).
+
+    Raises:
+      checkpoints.RunDirectoryError: the save failed (disk full, permission): what it left is removed and the
+        previous checkpoint is intact.
+    """
+    step = int(self.trainer.global_step.numpy())
+    if step == self.last_saved_step:
+      return None
+    self.trainer.collector.save_env_state()
+    try:
+      path = self.manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+      checkpoints.remove_partial_saves(self.train_dir)
+      raise checkpoints.storage_error(
+          e, self.train_dir, f'the full checkpoint model.ckpt-{step}', needed=self.full_checkpoint_bytes(),
+          intact=self.manager.latest_checkpoint) from None
+    self.last_saved_step = step
+    self.checkpoint_bytes = checkpoints.checkpoint_bytes(path)
+    logging.info('Saved the full checkpoint %s', path)
+    return path
+
+  def save_policy(self):
+    """Writes the policy checkpoint `policy/model.ckpt-<global step>`, unless one of that step exists: an
+    interrupted run wrote it after its last full checkpoint, and the resumed run, exact, would write the same.
+
+    Raises:
+      checkpoints.RunDirectoryError: the save failed (disk full, permission).
+    """
+    step = int(self.trainer.global_step.numpy())
+    existing = os.path.join(self.policy_dir, f'{checkpoints.CHECKPOINT_NAME}-{step}')
+    if tf.io.gfile.exists(existing + '.index'):
+      logging.info('The policy checkpoint %s exists (written before the run was interrupted); kept.', existing)
+      return existing
+    try:
+      path = self.policy_manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+      checkpoints.remove_partial_saves(self.policy_dir)
+      raise checkpoints.storage_error(e, self.policy_dir, f'the policy checkpoint model.ckpt-{step}',
+                                      needed=_variable_bytes(self.policy_checkpoint),
+                                      intact=self.manager.latest_checkpoint) from None
+    logging.info('Saved the policy checkpoint %s', path)
+    if self.save_policy_interval_secs > 0:
+      logging.info('Wait %d secs after save policy.', self.save_policy_interval_secs)
+      time.sleep(self.save_policy_interval_secs)
+    return path
+
+  # Summaries and progress.
+
+  def write_summaries(self, metrics, steps_per_sec):
+    t = self.trainer
+    step = int(t.global_step.numpy())
+    episodes = t.collector.episode_summaries()
+    with self.writer.as_default(step=step):
+      for name, counter in (('environment_steps', t.global_step), ('num_episodes', t.num_episodes),
+                            ('num_resets', t.num_resets), ('num_updates', t.num_updates),
+                            ('num_meta_updates', t.num_meta_updates), ('replay_buffer_adds', t.replay_buffer.num_adds),
+                            ('meta_replay_buffer_adds', t.meta_replay_buffer.num_adds)):
+        tf.summary.scalar('Counters/' + name, counter)
+      tf.summary.scalar('avg_episode_rewards', episodes['avg_episode_rewards'])
+      tf.summary.scalar('avg_episode_meta_rewards', episodes['avg_episode_meta_rewards'])
+      tf.summary.histogram('episode_rewards', episodes['episode_rewards'])
+      tf.summary.histogram('episode_meta_rewards', episodes['episode_meta_rewards'])
+      for name in ('nometa', 'meta'):
+        tf.summary.scalar(f'{name}/Reward/average_step_reward', metrics[f'{name}/average_step_reward'])
+        tf.summary.scalar(f'{name}/critic_loss', metrics[f'{name}/critic_loss'])
+        tf.summary.scalar(f'{name}/actor_loss', metrics[f'{name}/actor_loss'])
+      if 'repr/loss' in metrics:
+        tf.summary.scalar('repr/loss', metrics['repr/loss'])
+      finished = int(min(t.num_episodes.numpy(), collect.EPISODE_HISTORY))
+      if finished:
+        tf.summary.scalar('avg_episode_final_distance',
+                          tf.reduce_mean(t.collector.episode_final_distances[:finished]))
+      if steps_per_sec is not None:
+        tf.summary.scalar('global_step/sec', steps_per_sec)
+    self.writer.flush()
+
+  # The loop.
+
+  def _next_stop(self, step, checkpoint_pending, last_step):
+    """The global step at which the current compiled call should end."""
+    stop = min(self.max_number_of_steps, step + self.steps_per_call)
+    for period in (self.log_every_n_steps, self.save_policy_every_n_steps):
+      if period:
+        stop = min(stop, (step // period + 1) * period)
+    if checkpoint_pending:
+      stop = min(stop, (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
+    if not self.trainer.inline_meta_update:
+      period = self.trainer.meta_period
+      stop = min(stop, (step // period + 1) * period)
+      if last_step // period != (step + 1) // period:  # the first iteration of a fresh run: its own call
+        stop = step + 1
+    return max(stop, step + 1)
+
+  def _write_operative_config(self, step):
+    """`operative_config.gin`, or `operative_config-<step>.gin` when a resumed run's differs (a longer run): the
+    earlier run's file is not overwritten."""
+    text = gin.operative_config_str()
+    path = os.path.join(self.train_dir, 'operative_config.gin')
+    if tf.io.gfile.exists(path):
+      with tf.io.gfile.GFile(path) as f:
+        if f.read() == text:
+          return
+      path = os.path.join(self.train_dir, f'operative_config-{step}.gin')
+    with tf.io.gfile.GFile(path, 'w') as f:
+      f.write(text)
+
+  def _writing(self, what, fn, *args):
+    """fn(*args); a failed write (disk full, permission) becomes one `RunDirectoryError`."""
+    try:
+      return fn(*args)
+    except (tf.errors.OpError, OSError) as e:
+      raise checkpoints.storage_error(e, self.train_dir, what, intact=self.manager.latest_checkpoint) from None
+
+  def run(self):
+    """Trains until the step budget, `should_stop_early` or a stop request (`request_stop`: at the next episode
+    end, after a full checkpoint); returns the final global step."""
+    t = self.trainer
+    resumed = self.restore_or_initialize()
+    self.check_free_space()
+    self._writing('the operative configuration', self._write_operative_config, int(t.global_step.numpy()))
+    self.writer = self._writing('TensorBoard summaries', tf.summary.create_file_writer, self.train_dir)
+    policy_every = (f'a policy checkpoint every {self.save_policy_every_n_steps} steps'
+                    if self.save_policy_every_n_steps else 'no policy checkpoints')
+    progress_every = (f'a progress line every {self.log_every_n_steps} steps' if self.log_every_n_steps
+                      else 'no progress lines')
+    logging.info('Training to global step %d (environment steps), from step %d; %s, %s.', self.max_number_of_steps,
+                 int(t.global_step.numpy()), progress_every, policy_every)
+    start = time.time()
+    if not resumed:
+      if int(t.global_step.numpy()) != 0:
+        raise ValueError('Global step should be zero at the start of a fresh run.')
+      if self.initial_steps:
+        t.collect_steps(tf.constant(self.initial_steps, tf.int64))
+      logging.info('Collected %d initial steps in %.1f s', self.initial_steps, time.time() - start)
+    self.timings['initial_collect'] = time.time() - start
+    step = int(t.global_step.numpy())
+    # The original's TrainStep remembered the previous global step from 0, so a fresh run's first iteration also
+    # runs a meta update. A resumed run continues as the uninterrupted run would.
+    last_step = step if resumed else 0
+    metrics = None
+    train_start = last_log_time = last_summary_time = last_save_time = time.time()
+    last_log_step = last_summary_step = step
+    first_step = step
+    checkpoint_pending = False
+    stopping = None  # the signal whose stop is under way
+    while step < self.max_number_of_steps:
+      if _stop_request['signal'] and not stopping:
+        stopping = _stop_request['signal']
+        if t.collector.stepper.just_reset or step == self.last_saved_step:
+          break  # already at an episode end
+        logging.info('%s: stopping at the next episode end (global step %d), after a full checkpoint.', stopping,
+                     (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
+        checkpoint_pending = True
+      target = self._next_stop(step, checkpoint_pending, last_step)
+      metrics = t.run_steps(tf.constant(target - step, tf.int64), tf.constant(last_step, tf.int64))
+      previous, step = step, int(t.global_step.numpy())
+      if not t.inline_meta_update and int(t.meta_replay_buffer.num_adds.numpy()) > 0 and bool(
+          t.meta_due(tf.constant(last_step if target - previous == 1 else step - 1, tf.int64),
+                     tf.constant(step, tf.int64))):
+        metrics = dict(metrics, **{'meta/' + k: v for k, v in t.meta_step().items()})
+      last_step = step
+      now = time.time()
+      if (self.save_policy_every_n_steps and
+          step // self.save_policy_every_n_steps != previous // self.save_policy_every_n_steps):
+        self.save_policy()
+      if self.log_every_n_steps and step // self.log_every_n_steps != previous // self.log_every_n_steps:
+        rate = (step - last_log_step) / max(now - last_log_time, 1e-9)
+        remaining = self.max_number_of_steps - step
+        loss = float(metrics['nometa/critic_loss'] + metrics['nometa/actor_loss'])
+        print(f'global step {step} / {self.max_number_of_steps}: loss = {loss:.4f} ({1.0 / max(rate, 1e-9):.4f} '
+              f'sec/step) ({rate:.0f} steps/sec), ETA {_format_eta(remaining / max(rate, 1e-9))}', flush=True)
+        last_log_time, last_log_step = now, step
+      if now - last_summary_time >= self.save_summaries_secs:
+        self._writing('TensorBoard summaries', self.write_summaries, metrics,
+                      (step - last_summary_step) / max(now - last_summary_time, 1e-9))
+        last_summary_time, last_summary_step = now, step
+      if now - last_save_time >= self.save_interval_secs:
+        checkpoint_pending = True
+      if checkpoint_pending and t.collector.stepper.just_reset:
+        self.save()
+        last_save_time, checkpoint_pending = time.time(), False
+        if stopping:
+          break
+      if self.should_stop_early and self.should_stop_early():
+        logging.info('should_stop_early: stopping at global step %d', step)
+        break
+    self.timings['train'] = time.time() - train_start
+    if metrics is not None:
+      self._writing('TensorBoard summaries', self.write_summaries, metrics,
+                    (step - first_step) / max(self.timings['train'], 1e-9))
+    self.save()
+    self.writer.close()
+    _stop_request['signal'] = None  # honoured (or the run had ended anyway)
+    if stopping:
+      print(f'{stopping}: stopped at global step {step} of {self.max_number_of_steps}; full checkpoint '
+            f'{self.manager.latest_checkpoint} written.', flush=True)
+    logging.info('Training finished at global step %d (%.1f s of training)', step, self.timings['train'])
+    return step
+
+
+def _format_eta(seconds):
+  seconds = int(max(seconds, 0))
+  hours, rest = divmod(seconds, 3600)
+  minutes, seconds = divmod(rest, 60)
+  return f'{hours}h{minutes:02d}m{seconds:02d}s'
