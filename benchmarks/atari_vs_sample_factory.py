@@ -65,9 +65,11 @@ def measure_ours(num_actors, seconds):
   return impala_throughput.timed_training(settings, seconds)[0]
 
 
-def _run_ours(num_actors, seconds):
-  command = [sys.executable, os.path.abspath(__file__), '--_ours', str(num_actors), '--seconds', str(seconds)]
-  result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
+def _run_ours(num_actors, seconds, tree=REPO_ROOT):
+  """Our training in a fresh process, from the checkout `tree` (this one, or --base_tree's)."""
+  script = os.path.join(tree, 'benchmarks', os.path.basename(__file__))
+  command = [sys.executable, script, '--_ours', str(num_actors), '--seconds', str(seconds)]
+  result = subprocess.run(command, cwd=tree, capture_output=True, text=True,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), check=False)
   lines = [line for line in result.stdout.splitlines() if line.startswith('{')]
   if result.returncode or not lines:
@@ -127,7 +129,11 @@ def main(argv=None):
   parser.add_argument('--seconds', type=float, default=75., help='timed seconds per run (after warm-up)')
   parser.add_argument('--warmup', type=float, default=15., help="sample-factory: seconds skipped after its first "
                       'frames (ours skips its first learner step, which holds the tracing)')
-  parser.add_argument('--systems', default='ours,sf-default,sf-shallow')
+  parser.add_argument('--systems', default='ours,sf-default,sf-shallow',
+                      help="comma-separated: ours, sf-default, sf-shallow, base (ours from --base_tree)")
+  parser.add_argument('--base_tree', default=None,
+                      help="another checkout of this repository (e.g. `git worktree add /tmp/base HEAD~1`): system "
+                      "'base' runs ours from it, to compare two versions of our code side by side")
   parser.add_argument('--_ours', type=int, default=0, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args._ours:  # pylint: disable=protected-access
@@ -138,11 +144,16 @@ def main(argv=None):
     print(f'no sample-factory python at {args.sf_python}: run benchmarks/setup_sample_factory.sh first',
           file=sys.stderr)
     return 2
+  if 'base' in systems and not (args.base_tree and os.path.isdir(os.path.join(args.base_tree, 'scalable_agent'))):
+    print('system base needs --base_tree, a checkout of this repository', file=sys.stderr)
+    return 2
   rates = {s: [] for s in systems}
   for round_index in range(args.rounds):
     for system in systems:
       if system == 'ours':
         rate = _run_ours(args.workers, args.seconds)
+      elif system == 'base':
+        rate = _run_ours(args.workers, args.seconds, tree=os.path.abspath(args.base_tree))
       else:
         rate = _run_sample_factory(args.sf_python, system, args.workers, args.seconds, args.warmup)
       rates[system].append(rate)

@@ -154,16 +154,16 @@ class Batcher:
       if self._closed:
         raise _cancelled('Batcher is closed')
       batch = [self._inputs.popleft() for _ in range(min(len(self._inputs), self.maximum_batch_size))]
-      try:
-        flat_batch = _stack(batch)
-      except tf.errors.InvalidArgumentError as e:
-        self._inputs.extendleft(reversed(batch))  # So that they are cancelled with the rest.
-        self._cancel_and_close(e)
-        raise
       computation_id = self._next_computation_id
       self._next_computation_id += 1
       self._being_computed[computation_id] = batch
-      return flat_batch, computation_id
+    # Stacked outside the lock, so that callers adding their inputs meanwhile do not wait for the copies.
+    try:
+      return _stack(batch), computation_id
+    except tf.errors.InvalidArgumentError as e:
+      with self._cond:
+        self._cancel_and_close(e)  # This batch is cancelled with the rest.
+      raise
 
   def set_outputs(self, flat_outputs, computation_id):
     """Gives row j of each output to the j-th caller of batch `computation_id`, and wakes them up.

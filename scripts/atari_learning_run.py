@@ -3,7 +3,7 @@ resumable across sessions, and its learning curve (frames and training wall time
 
   python scripts/atari_learning_run.py start  [--game pong] [--logdir runs/impala_atari_pong] [--nice 10]
   python scripts/atari_learning_run.py pause | resume | stop | status   [--game ...] [--logdir ...]
-  python scripts/atari_learning_run.py curve  [--game pong] [--target 18] [--window 100]
+  python scripts/atari_learning_run.py curve  [--game pong] [--target 18] [--window 100] [--output NAME]
 
 start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `--level_name=atari/GAME` for another
         game than Pong) detached from this terminal, under `nice`, its output appended to LOGDIR.control/train.log
@@ -14,7 +14,8 @@ pause   stops every process of the run (SIGSTOP to its process group; e.g. while
 stop    Ctrl-C for the learner (SIGINT): it writes a checkpoint and stops its actors.
 status  running / paused / stopped, frames of the latest checkpoint, the latest windowed mean return.
 curve   reads the run's TensorBoard episode returns and writes docs/impala_atari_GAME_curve.csv (one row per
-        episode: frames, training hours, return, mean of the last `window` episodes) and ..._curve.png; prints the
+        episode: frames, training hours, return, mean of the last `window` episodes) and ..._curve.png (or
+        docs/NAME.csv / .png with --output NAME, e.g. for a second run of the same game); prints the
         frames and training hours at which the windowed mean first reached `target`. Training hours add up the
         sessions (each events file is one) minus the logged pauses. For a score as the paper reports it (whole
         games, up to 30 no-ops, sampled actions) run `python run_eval.py configs/impala_atari.gin --train_dir
@@ -172,7 +173,7 @@ def curve(args):
   frames = np.array([p[1] for p in points], np.float64)
   returns = np.array([p[2] for p in points], np.float64)
   mean = plot_learning_curve.windowed_mean(returns, args.window)
-  output = os.path.join(REPO_ROOT, 'docs', f'impala_atari_{args.game}_curve')
+  output = os.path.join(REPO_ROOT, 'docs', args.output or f'impala_atari_{args.game}_curve')
   with open(output + '.csv', 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
@@ -212,6 +213,8 @@ def main(argv=None):
   parser.add_argument('--nice', type=int, default=10, help='start: niceness of the run')
   parser.add_argument('--target', type=float, default=18., help='curve: the windowed mean to reach')
   parser.add_argument('--window', type=int, default=100, help='curve: episodes in the moving mean')
+  parser.add_argument('--output', default=None, help='curve: file name in docs/, without .csv / .png (default '
+                      'impala_atari_GAME_curve)')
   args = parser.parse_args(argv)
   if args.command == 'pause':
     return _signal_group(args, signal.SIGSTOP, 'pause')
