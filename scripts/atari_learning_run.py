@@ -12,7 +12,8 @@ start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `-
 pause   stops every process of the run (SIGSTOP to its process group; e.g. while benchmarking), resume continues it
         (SIGCONT); both are logged in LOGDIR.control/pauses.log so that paused time does not count as training time.
 stop    Ctrl-C for the learner (SIGINT): it writes a checkpoint and stops its actors.
-status  running / paused / stopped, frames of the latest checkpoint, the latest windowed mean return.
+status  running / paused / stopped, frames of the latest checkpoint, the mean return of the last `window`
+        episodes printed to its log.
 curve   reads the run's TensorBoard episode returns and writes docs/impala_atari_GAME_curve.csv (one row per
         episode: frames, training hours, return, mean of the last `window` episodes) and ..._curve.png (or
         docs/NAME.csv / .png with --output NAME, e.g. for a second run of the same game); prints the
@@ -201,8 +202,25 @@ def status(args):
   checkpoints = sorted(glob.glob(os.path.join(logdir, 'model.ckpt-*.index')),
                        key=lambda p: int(p.rsplit('-', 1)[1].split('.')[0]))
   latest = checkpoints[-1].rsplit('-', 1)[1].split('.')[0] if checkpoints else 'none'
-  print(f'{logdir}: {state}' + (f' (pid {pid})' if pid else '') + f'; latest checkpoint at {latest} frames')
+  returns = _logged_returns(os.path.join(os.path.dirname(pid_path), 'train.log'))[-args.window:]
+  mean = (f'; mean return of the last {len(returns)} episodes {sum(returns) / len(returns):.2f}' if returns
+          else '; no episode finished yet')
+  print(f'{logdir}: {state}' + (f' (pid {pid})' if pid else '') + f'; latest checkpoint at {latest} frames' + mean)
   return 0
+
+
+def _logged_returns(log_path):
+  """The episode returns the run printed to its log ('... Episode return: R' lines), oldest first."""
+  returns = []
+  if os.path.exists(log_path):
+    with open(log_path, errors='replace') as f:
+      for line in f:
+        if 'Episode return:' in line:
+          try:
+            returns.append(float(line.rsplit(':', 1)[1]))
+          except ValueError:
+            pass
+  return returns
 
 
 def main(argv=None):
@@ -212,7 +230,7 @@ def main(argv=None):
   parser.add_argument('--logdir', default=None, help='run directory (default runs/impala_atari_GAME)')
   parser.add_argument('--nice', type=int, default=10, help='start: niceness of the run')
   parser.add_argument('--target', type=float, default=18., help='curve: the windowed mean to reach')
-  parser.add_argument('--window', type=int, default=100, help='curve: episodes in the moving mean')
+  parser.add_argument('--window', type=int, default=100, help='curve and status: episodes in the moving mean')
   parser.add_argument('--output', default=None, help='curve: file name in docs/, without .csv / .png (default '
                       'impala_atari_GAME_curve)')
   args = parser.parse_args(argv)
