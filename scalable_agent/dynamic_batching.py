@@ -315,8 +315,9 @@ class _DtypeLayout:
     tensors = [None] * len(self.shapes)
     for group, indices in zip(packed, self.groups.values()):
       columns = [group] if len(indices) == 1 else tf.split(group, [self.sizes[i] for i in indices], axis=1)
+      rows = tf.shape(group)[0] if batch_size is None else batch_size  # Not -1: arrays may be empty.
       for i, column in zip(indices, columns):
-        tensors[i] = tf.reshape(column, [-1 if batch_size is None else batch_size, *self.shapes[i]])
+        tensors[i] = tf.reshape(column, [rows, *self.shapes[i]])
     return tensors
 
 

@@ -476,6 +476,12 @@ def test_outputs_of_unknown_shape(closing):
   assert a.tolist() == [[1, 2, 1, 2, 1, 2]] and b.tolist() == [[2, 3]]
 
 
+def test_empty_inputs_and_outputs(closing):
+  f = closing(dynamic_batching.batch_fn(lambda empty, x: (empty, x * 2., tf.zeros([tf.shape(x)[0], 0, 3]))))
+  empty, doubled, zeros = f(np.zeros([1, 0], np.float32), np.array([[1., 2.]], np.float32))
+  assert empty.shape == (1, 0) and doubled.tolist() == [[2., 4.]] and zeros.shape == (1, 0, 3)
+
+
 def test_one_tensor_per_dtype_crosses_the_boundary(closing):
   """6 float32 inputs and 6 float32 outputs cross as 1 tensor each way, not 12. Seen through TensorFlow 2.15's leak
   on Python 3.11 (16 bytes or more kept for every EagerTensor created; docs/impala_atari.md, "Memory"): 12 tensors
