@@ -324,10 +324,11 @@ class _DtypeLayout:
 class BatchedFunction:
   """`fn` batched across concurrent callers; made by `batch_fn` / `batch_fn_with_options` (see them).
 
-  On the first call it wraps `fn` in a `tf.function` whose input signature is that call's dtypes and shapes with a
-  batch dimension of None (or of `minimum_batch_size` when it equals `maximum_batch_size` and `timeout_ms` is None,
-  as the original's static shape), so `fn` is traced once whatever the batch sizes, and it starts the batching
-  thread.
+  On the first call it wraps `fn` in a `tf.function` traced once whatever the batch sizes, and starts the batching
+  thread. `fn` sees that call's dtypes and shapes with a batch dimension of None (or of `minimum_batch_size` when it
+  equals `maximum_batch_size` and `timeout_ms` is None, as the original's static shape); the traced function itself
+  takes the batch as one tensor per dtype and returns its outputs the same way when their shapes after the batch
+  dimension are static (`_DtypeLayout`), unpacked on both sides.
   """
 
   def __init__(self, fn, minimum_batch_size=1, maximum_batch_size=1024, timeout_ms=100):
