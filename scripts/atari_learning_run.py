@@ -43,12 +43,14 @@ import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-p
 CONFIG = 'configs/impala_atari.gin'
 
 
-def _paths(args):
+def _paths(args, create=False):
   """(run directory, pid file, pauses log). This script's files live beside the run directory, in
-  `<logdir>.control/`: the launcher refuses a first run in a directory that already holds files."""
+  `<logdir>.control/` (made by `start` only): the launcher refuses a first run in a directory that already holds
+  files."""
   logdir = os.path.abspath(args.logdir or os.path.join(REPO_ROOT, 'runs', f'impala_atari_{args.game}'))
   control = logdir + '.control'
-  os.makedirs(control, exist_ok=True)
+  if create:
+    os.makedirs(control, exist_ok=True)
   return logdir, os.path.join(control, 'train.pid'), os.path.join(control, 'pauses.log')
 
 
@@ -72,7 +74,7 @@ def _is_paused(pid):
 
 
 def start(args):
-  logdir, pid_path, _ = _paths(args)
+  logdir, pid_path, _ = _paths(args, create=True)
   if _running_pid(pid_path):
     print(f'the run in {logdir} is already running (pid {_running_pid(pid_path)}).', file=sys.stderr)
     return 2
@@ -169,7 +171,11 @@ def curve(args):
   import numpy as np  # pylint: disable=g-import-not-at-top
   logdir, _, pauses_path = _paths(args)
   tag = f'atari/{args.game}/episode_return'
-  _, points = plot_learning_curve.read_scalars(logdir, tag)
+  try:
+    _, points = plot_learning_curve.read_scalars(logdir, tag)
+  except (FileNotFoundError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
   hours = training_hours(logdir, pauses_path, points)
   frames = np.array([p[1] for p in points], np.float64)
   returns = np.array([p[2] for p in points], np.float64)
@@ -197,6 +203,9 @@ def curve(args):
 
 def status(args):
   logdir, pid_path, _ = _paths(args)
+  if not os.path.exists(logdir) and not os.path.exists(os.path.dirname(pid_path)):
+    print(f'{logdir}: no run there yet (`start` begins one).')
+    return 0
   pid = _running_pid(pid_path)
   state = 'stopped' if pid is None else ('paused' if _is_paused(pid) else 'running')
   checkpoints = sorted(glob.glob(os.path.join(logdir, 'model.ckpt-*.index')),

@@ -32,5 +32,20 @@ def test_status_of_a_stopped_run(tmp_path):
 
 
 def test_status_of_a_run_that_has_not_started(tmp_path):
-  assert _status(tmp_path / 'new') == f'{tmp_path / "new"}: stopped; latest checkpoint at none frames; no episode ' \
-                                      'finished yet'
+  assert _status(tmp_path / 'new') == f'{tmp_path / "new"}: no run there yet (`start` begins one).'
+  assert sorted(os.listdir(tmp_path)) == []  # Asking writes nothing (no `new.control/`).
+
+
+def test_commands_on_a_run_that_does_not_exist_write_nothing(tmp_path):
+  for command in ('pause', 'resume', 'stop', 'curve'):
+    result = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), command,
+                             '--logdir', str(tmp_path / 'new')], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, (command, result.stderr)
+    assert 'Traceback' not in result.stderr and str(tmp_path / 'new') in result.stderr, (command, result.stderr)
+  assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_status_of_a_started_run_with_no_checkpoint_yet(tmp_path):
+  (tmp_path / 'pong.control').mkdir()
+  assert _status(tmp_path / 'pong') == f'{tmp_path / "pong"}: stopped; latest checkpoint at none frames; no ' \
+                                       'episode finished yet'

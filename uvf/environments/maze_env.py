@@ -111,7 +111,7 @@ class MazeEnv(py_environment.PyEnvironment):
     if model_cls is None:
       raise TypeError(f'{type(self).__name__} has no MODEL_CLASS; use AntMazeEnv or PointMazeEnv.')
     self._maze_id = maze_id
-    self.MAZE_HEIGHT = height = maze_height
+    self.MAZE_HEIGHT = maze_height
     self.MAZE_SIZE_SCALING = size_scaling = maze_size_scaling
     self._n_bins = n_bins
     self._sensor_range = sensor_range * size_scaling
