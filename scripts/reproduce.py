@@ -17,7 +17,8 @@ evaluation process is still running (started by an earlier kit, or by hand with 
 and waited for, never started twice; the others resume from their last full checkpoint, and checkpoints not yet
 evaluated are evaluated. The launcher's run-directory guard applies: a seed directory holding another configuration
 is refused before anything starts. `--status` prints where each seed stands; `--aggregate` rewrites the outputs;
-`--dry_run` prints the plan; `--stop` stops the processes the kit started. `--backend ray` spreads the seeds over
+`--dry_run` prints the plan; `--stop` stops the processes the kit started; `--export_best DIR` copies the best
+policy over all seeds to DIR (to publish it, with the command that evaluates it again). `--backend ray` spreads the seeds over
 a Ray cluster (requirements-ray.txt; docs/reproduction.md).
 """
 
@@ -711,6 +712,50 @@ def stop_kit_processes(plan):
           say(f'seed {spec.seed}: {kind} pid {pid} was not started by the kit; left running.')
 
 
+def export_best(plan, out_dir):
+  """--export_best DIR: copies the task's best policy checkpoint over all seeds (headline mode, within the budget)
+  to DIR with best_policy.json (where it comes from, its evaluation, the command that evaluates it again).
+  Returns the lines to print. Raises KitError."""
+  protocol, rows = plan.protocol, seed_rows(plan)
+  found = reproduction.best_policy(rows, protocol.primary_mode, plan.budget)
+  if found is None:
+    raise KitError(f'no policy of {plan.root} is evaluated in {protocol.primary_mode} within '
+                   f'{plan.budget:,} steps yet: nothing to export.')
+  seed, row = found
+  spec = plan.specs[seed] if seed < len(plan.specs) else None
+  train_dir = spec.train_dir if spec else os.path.join(plan.root, f'seed_{seed}')
+  source = os.path.join(train_dir, 'policy', os.path.basename(row['checkpoint']))
+  step = int(row['step'])
+  same = {r['mode']: {'goal': r.get('goal'), 'success_rate': r['success_rate'],
+                      'mean_final_distance': r['mean_final_distance'], 'num_episodes': r['num_episodes']}
+          for r in rows[seed] if int(r['step']) == step}
+  configs = [os.path.relpath(p, REPO_ROOT) if p.startswith(REPO_ROOT + os.sep) else p
+             for p in plan.manifest['config_files']]
+  exported = os.path.join(out_dir, os.path.basename(source))
+  command = (['python', 'run_eval.py'] + configs + ['--checkpoint_path', exported, '--eval_dir',
+                                                    f'runs/reevaluate_{plan.name}'] +
+             [a for b in plan.manifest['bindings'] for a in ('--gin_param', b)] +
+             ['--gin_param', f'evaluate.num_episodes_eval = {plan.manifest["eval_episodes"]}'])
+  info = {
+      'task': protocol.task, 'config_files': configs, 'bindings': plan.manifest['bindings'],
+      'mode': protocol.primary_mode, 'goal': protocol.goals.get(protocol.primary_mode), 'budget': plan.budget,
+      'seed': seed, 'step': step, 'success_rate': row['success_rate'],
+      'mean_final_distance': row['mean_final_distance'], 'num_episodes': row['num_episodes'],
+      'evaluations_at_this_step': same, 'seeds_evaluated': sorted(s for s, r in rows.items() if r),
+      'paper_table1': dataclasses.asdict(protocol.paper) if protocol.paper else None,
+      'source': source, 'exported_at': datetime.datetime.now().isoformat(timespec='seconds'),
+      'reevaluate': shlex.join(command),
+  }
+  try:
+    reproduction.export_checkpoint(source, out_dir, info)
+  except (OSError, ValueError) as e:
+    raise KitError(str(e)) from None
+  return [f'exported the best {protocol.primary_mode} policy within {plan.budget:,} steps: seed {seed}, step '
+          f'{step:,}, success {row["success_rate"]:.2f} (mean final distance {row["mean_final_distance"]:.2f}, '
+          f'{row["num_episodes"]} episodes) -> {exported}',
+          f'evaluate it again: {shlex.join(command)}']
+
+
 def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -745,6 +790,9 @@ def parse_args(argv):
   what.add_argument('--aggregate', action='store_true', help='rewrite <root>/aggregate/; starts nothing')
   what.add_argument('--dry_run', action='store_true', help='print the plan and commands; writes nothing')
   what.add_argument('--stop', action='store_true', help='stop the processes the kit started')
+  what.add_argument('--export_best', metavar='DIR',
+                    help="copy the best policy checkpoint over all seeds (headline mode, within --budget) to DIR, "
+                         "with best_policy.json; starts nothing")
   return parser.parse_args(argv)
 
 
@@ -777,6 +825,14 @@ def main(argv=None):
     return 0
   if args.stop:
     stop_kit_processes(plan)
+    return 0
+  if args.export_best:
+    try:
+      lines = export_best(plan, args.export_best)
+    except KitError as e:
+      print(f'reproduce: error: {e}', file=sys.stderr, flush=True)
+      return EXIT_USAGE
+    print('\n'.join(lines), flush=True)
     return 0
   if args.aggregate:
     for line in refresh(plan):

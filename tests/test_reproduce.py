@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
@@ -185,6 +186,29 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   with open(os.path.join(root, 'reproduce.json')) as f:
     assert len(json.load(f)['launches']) == 2
 
+  # --export_best: the best eval3 policy over both seeds (re-computed here from the results files) is copied out;
+  # its re-evaluation with the recorded command, in a fresh eval directory, gives the same result.
+  expected = max(((seed, r) for seed, rows in seed_rows.items() for r in rows if r['mode'] == 'eval3'),
+                 key=lambda sr: (sr[1]['success_rate'], -sr[1]['mean_final_distance'], -sr[1]['step'], -sr[0]))
+  export = str(tmp_path / 'best')
+  assert reproduce.main(kit_command(root, extra=['--export_best', export])[2:]) == 0
+  assert f'seed {expected[0]}, step {expected[1]["step"]:,}' in capsys.readouterr().out
+  with open(os.path.join(export, 'best_policy.json')) as f:
+    info = json.load(f)
+  assert (info['seed'], info['step'], info['mode']) == (expected[0], expected[1]['step'], 'eval3')
+  assert info['mean_final_distance'] == expected[1]['mean_final_distance']
+  command = shlex.split(info['reevaluate'])
+  command[0] = sys.executable
+  command[command.index('--eval_dir') + 1] = str(tmp_path / 'reevaluated')
+  assert command[command.index('--checkpoint_path') + 1] == os.path.join(export, f'model.ckpt-{info["step"]}')
+  again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert again.returncode == 0, again.stderr[-3000:]
+  with open(tmp_path / 'reevaluated' / 'results.json') as f:
+    (again_row,) = [r for r in json.load(f) if r['mode'] == 'eval3']
+  assert (again_row['step'], again_row['success_rate'], again_row['mean_final_distance']) == (
+      info['step'], info['success_rate'], info['mean_final_distance'])
+
   # --status (in this process: the same main), read-only: both seeds done, 3/3 evaluated.
   before = sorted(os.listdir(root))
   assert reproduce.main(kit_command(root, extra=['--status'])[2:]) == 0
@@ -235,6 +259,12 @@ def test_kit_user_errors(tmp_path):
   assert result.returncode == 2
   assert 'the kit sets train_uvf.seed itself (use --seeds)' in result.stderr and 'Traceback' not in result.stderr
   assert not os.listdir(tmp_path)
+  # Nothing evaluated yet: nothing to export, and nothing is written.
+  result = subprocess.run(kit_command(tmp_path / 'r', extra=['--export_best', str(tmp_path / 'best')]), cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2
+  assert 'is evaluated in eval3 within 600 steps yet: nothing to export' in result.stderr
+  assert 'Traceback' not in result.stderr and not os.listdir(tmp_path)
 
 
 def test_kit_prints_no_third_party_banner(tmp_path):

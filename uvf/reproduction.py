@@ -14,6 +14,7 @@ the configuration's protocol), nothing from `launcher` or `scripts/`:
 * `load_results`, `seed_curves`: one seed's `<eval_dir>/results.json` (`uvf.eval`) as curves per mode.
 * `mean_standard_error`, `best_within`, `across_seeds`, `table1`, `figure4`, `aggregate`: the statistics.
 * `write_outputs`, `draw_png`: the aggregate as CSV, JSON and a PNG per task.
+* `best_policy`, `export_checkpoint`: the task's best policy over its seeds, copied out to be published.
 * `read_progress`: where a run directory stands (steps, speed) from its checkpoints and log.
 
 Units: steps are environment steps (the global step of a policy checkpoint); success rates are fractions in [0, 1];
@@ -28,6 +29,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 
 import gin
@@ -355,6 +357,77 @@ def aggregate(seed_rows, protocol, budget):
   paper = dataclasses.asdict(protocol.paper) if protocol.paper else None
   return {'protocol': protocol.to_json(), 'budget': int(budget), 'seeds': sorted(seed_rows),
           'primary_mode': protocol.primary_mode, 'paper': paper, 'modes': modes}
+
+
+def best_policy(seed_rows, mode, budget):
+  """The best policy of a task over all its seeds (the checkpoint to publish): among the rows of `mode` at a step
+  <= `budget` (a step evaluated twice: its last row), the highest success rate, then the lowest mean final distance,
+  then the earliest step and lowest seed.
+
+  Args:
+    seed_rows: {seed (int): results.json rows of that seed}.
+    mode: the eval mode (the headline one).
+    budget: the last step that counts, environment steps.
+
+  Returns:
+    (seed, row) or None when no row of `mode` is within the budget.
+  """
+  best, best_key = None, None
+  for seed in sorted(seed_rows):
+    last = {int(row['step']): row for row in seed_rows[seed] if row['mode'] == mode}  # a step's last row counts
+    for step, row in last.items():
+      if step > budget:
+        continue
+      key = (-float(row['success_rate']), float(row['mean_final_distance']), int(row['step']), seed)
+      if best_key is None or key < best_key:
+        best, best_key = (seed, row), key
+  return best
+
+
+EXPORT_INFO = 'best_policy.json'
+
+
+def export_checkpoint(prefix, out_dir, info):
+  """Copies the checkpoint `prefix` (its `.index` and every data shard) into `out_dir` with a TensorFlow `checkpoint`
+  state file naming it and `info` as `best_policy.json`, replacing an earlier export there.
+
+  The new export is written beside `out_dir` and swapped in, so that a fault leaves the old export or the new one.
+  `out_dir` must not exist, be empty or hold an earlier export (a `best_policy.json`): nothing else is overwritten.
+
+  Returns:
+    The exported prefix, `<out_dir>/<basename of prefix>`.
+
+  Raises:
+    ValueError: `out_dir` holds something else, or the checkpoint is not complete.
+  """
+  out_dir = os.path.abspath(out_dir)
+  if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or (
+      os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, EXPORT_INFO)))):
+    raise ValueError(f'{out_dir} exists and is not an earlier export (no {EXPORT_INFO} in it); choose a new or '
+                     'empty directory.')
+  name = os.path.basename(prefix)
+  shards = sorted(glob.glob(glob.escape(prefix) + '.data-*-of-*'))
+  total = re.search(r'-of-(\d+)$', shards[0]) if shards else None
+  if not os.path.exists(prefix + '.index') or not total or len(shards) != int(total.group(1)):
+    raise ValueError(f'{prefix} is not a complete checkpoint (its .index and data shards).')
+  parent = os.path.dirname(out_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp = f'{out_dir}.tmp-{os.getpid()}'
+  shutil.rmtree(tmp, ignore_errors=True)
+  os.makedirs(tmp)
+  for path in [prefix + '.index'] + shards:
+    shutil.copyfile(path, os.path.join(tmp, os.path.basename(path)))
+  with open(os.path.join(tmp, 'checkpoint'), 'w', encoding='utf-8') as f:
+    f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+  with open(os.path.join(tmp, EXPORT_INFO), 'w', encoding='utf-8') as f:
+    json.dump(info, f, indent=1)
+    f.write('\n')
+  old = f'{out_dir}.old-{os.getpid()}'
+  if os.path.exists(out_dir):
+    os.replace(out_dir, old)
+  os.replace(tmp, out_dir)
+  shutil.rmtree(old, ignore_errors=True)
+  return os.path.join(out_dir, name)
 
 
 def format_mean_se(mean, se, digits=2):

@@ -216,3 +216,65 @@ def test_progress_from_checkpoints_and_log(tmp_path):
   progress = reproduction.read_progress(str(train_dir), str(log), now)
   assert (progress['steps'], progress['rate'], progress['updated']) == (122_000, 200.0, now - 5)
   assert reproduction.read_progress(str(train_dir), str(log), now + 3600)['rate'] is None  # nothing recent
+
+
+def test_best_policy_over_seeds_hand_worked(seed_rows):
+  # eval3 within 150k: seed 0 has 0.9 at 150k; seed 1's best is 0.7. Unlimited: seed 0's 1.0 at 200k.
+  seed, best = reproduction.best_policy(seed_rows, 'eval3', BUDGET)
+  assert (seed, best['step'], best['success_rate']) == (0, 150_000, 0.9)
+  seed, best = reproduction.best_policy(seed_rows, 'eval3', 10_000_000)
+  assert (seed, best['step']) == (0, 200_000)
+  # eval1 (1 - eval3, distance 1 everywhere): 1.0 at 50k on seeds 0 and 2; 100k of seed 2 too: the earliest step,
+  # then the lowest seed.
+  seed, best = reproduction.best_policy(seed_rows, 'eval1', BUDGET)
+  assert (seed, best['step'], best['success_rate']) == (0, 50_000, 1.0)
+  # Equal success: the lower final distance wins over the earlier step.
+  rows = {0: [row(50_000, 'eval3', 0.5, 6.0), row(100_000, 'eval3', 0.5, 4.0)], 1: [row(50_000, 'eval3', 0.5, 4.5)]}
+  seed, best = reproduction.best_policy(rows, 'eval3', BUDGET)
+  assert (seed, best['step']) == (0, 100_000)
+  # A step evaluated twice: its last row counts (0.3 replaces 0.8 at 50k).
+  rows = {0: [row(50_000, 'eval3', 0.8, 2.0), row(100_000, 'eval3', 0.5, 4.0), row(50_000, 'eval3', 0.3, 9.0)]}
+  assert reproduction.best_policy(rows, 'eval3', BUDGET)[1]['step'] == 100_000
+  assert reproduction.best_policy(seed_rows, 'eval3', 10_000) is None
+  assert reproduction.best_policy(seed_rows, 'eval2', BUDGET) is None
+
+
+def write_checkpoint(directory, step, content):
+  os.makedirs(directory, exist_ok=True)
+  prefix = os.path.join(directory, f'model.ckpt-{step}')
+  for suffix, data in (('.index', b'index ' + content), ('.data-00000-of-00001', b'data ' + content)):
+    with open(prefix + suffix, 'wb') as f:
+      f.write(data)
+  return prefix
+
+
+def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
+  first = write_checkpoint(str(tmp_path / 'policy'), 150_000, b'first')
+  out = str(tmp_path / 'docs' / 'best')
+  exported = reproduction.export_checkpoint(first, out, {'step': 150_000})
+  assert exported == os.path.join(out, 'model.ckpt-150000')
+  assert sorted(os.listdir(out)) == ['best_policy.json', 'checkpoint', 'model.ckpt-150000.data-00000-of-00001',
+                                     'model.ckpt-150000.index']
+  with open(exported + '.data-00000-of-00001', 'rb') as f:
+    assert f.read() == b'data first'
+  with open(os.path.join(out, 'checkpoint')) as f:
+    assert f.read().splitlines()[0] == 'model_checkpoint_path: "model.ckpt-150000"'
+  # A better policy later replaces the earlier export entirely.
+  second = write_checkpoint(str(tmp_path / 'policy'), 900_000, b'second')
+  reproduction.export_checkpoint(second, out, {'step': 900_000})
+  assert sorted(os.listdir(out)) == ['best_policy.json', 'checkpoint', 'model.ckpt-900000.data-00000-of-00001',
+                                     'model.ckpt-900000.index']
+  with open(os.path.join(out, 'best_policy.json')) as f:
+    assert json.load(f) == {'step': 900_000}
+  assert sorted(os.listdir(tmp_path / 'docs')) == ['best']  # no temporary directory left
+  # A directory holding something else is never overwritten; an incomplete checkpoint is refused.
+  other = tmp_path / 'other'
+  other.mkdir()
+  (other / 'notes.md').write_text('mine')
+  with pytest.raises(ValueError, match='is not an earlier export'):
+    reproduction.export_checkpoint(second, str(other), {})
+  assert os.listdir(other) == ['notes.md']
+  os.remove(second + '.data-00000-of-00001')
+  with pytest.raises(ValueError, match='is not a complete checkpoint'):
+    reproduction.export_checkpoint(second, str(tmp_path / 'new'), {})
+  assert not os.path.exists(tmp_path / 'new')
