@@ -406,9 +406,8 @@ def export_checkpoint(prefix, out_dir, info):
     raise ValueError(f'{out_dir} exists and is not an earlier export (no {EXPORT_INFO} in it); choose a new or '
                      'empty directory.')
   name = os.path.basename(prefix)
-  shards = sorted(glob.glob(glob.escape(prefix) + '.data-*-of-*'))
-  total = re.search(r'-of-(\d+)$', shards[0]) if shards else None
-  if not os.path.exists(prefix + '.index') or not total or len(shards) != int(total.group(1)):
+  shards = complete_shards(prefix)
+  if shards is None:
     raise ValueError(f'{prefix} is not a complete checkpoint (its .index and data shards).')
   parent = os.path.dirname(out_dir)
   os.makedirs(parent, exist_ok=True)
@@ -662,11 +661,19 @@ def checkpoint_steps(directory):
   found = {}
   for index in glob.glob(os.path.join(glob.escape(directory), 'model.ckpt-*.index')):
     match = re.search(r'model\.ckpt-(\d+)\.index$', index)
-    shards = glob.glob(glob.escape(index[:-len('.index')]) + '.data-*-of-*')
-    total = re.search(r'-of-(\d+)$', shards[0]) if shards else None
-    if match and total and len(shards) == int(total.group(1)):
+    if match and complete_shards(index[:-len('.index')]):
       found[int(match.group(1))] = os.path.getmtime(index)
   return dict(sorted(found.items()))
+
+
+def complete_shards(prefix):
+  """The data shards `<prefix>.data-*-of-N` of a checkpoint whose index and N shards are all present, sorted; None
+  when it is not complete (being written, or broken)."""
+  shards = sorted(glob.glob(glob.escape(prefix) + '.data-*-of-*'))
+  total = re.search(r'-of-(\d+)$', shards[0]) if shards else None
+  if not os.path.exists(prefix + '.index') or not total or len(shards) != int(total.group(1)):
+    return None
+  return shards
 
 
 def policy_steps(train_dir, policy_dir='policy'):
