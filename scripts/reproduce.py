@@ -722,9 +722,7 @@ def export_best(plan, out_dir):
     raise KitError(f'no policy of {plan.root} is evaluated in {protocol.primary_mode} within '
                    f'{plan.budget:,} steps yet: nothing to export.')
   seed, row = found
-  spec = plan.specs[seed] if seed < len(plan.specs) else None
-  train_dir = spec.train_dir if spec else os.path.join(plan.root, f'seed_{seed}')
-  source = os.path.join(train_dir, 'policy', os.path.basename(row['checkpoint']))
+  source = os.path.join(plan.specs[seed].train_dir, 'policy', os.path.basename(row['checkpoint']))
   step = int(row['step'])
   same = {r['mode']: {'goal': r.get('goal'), 'success_rate': r['success_rate'],
                       'mean_final_distance': r['mean_final_distance'], 'num_episodes': r['num_episodes']}
