@@ -378,7 +378,7 @@ def best_policy(seed_rows, mode, budget):
     for step, row in last.items():
       if step > budget:
         continue
-      key = (-float(row['success_rate']), float(row['mean_final_distance']), int(row['step']), seed)
+      key = (-float(row['success_rate']), float(row['mean_final_distance']), step, seed)
       if best_key is None or key < best_key:
         best, best_key = (seed, row), key
   return best
