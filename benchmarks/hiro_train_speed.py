@@ -76,12 +76,12 @@ def update_rates(trainer, low_count, meta_count):
   @tf.function
   def low_updates(n):
     for _ in tf.range(n):
-      trainer._low_level_update()  # pylint: disable=protected-access
+      trainer.low_level_update()
 
   @tf.function
   def meta_updates(n):
     for _ in tf.range(n):
-      trainer._meta_level_update()  # pylint: disable=protected-access
+      trainer.meta_step()
 
   low_updates(tf.constant(2, tf.int64))
   meta_updates(tf.constant(2, tf.int64))

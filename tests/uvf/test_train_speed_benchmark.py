@@ -25,3 +25,18 @@ def test_seeds_mode_prints_each_seed_and_the_total():
   assert len(rates) == len(cpu_rates) == 2 and min(rates + cpu_rates) > 0, out
   total = float(re.search(r'total env steps/s: (\d+)', out).group(1))
   assert abs(total - sum(rates)) <= 1.0, out
+
+
+def test_default_mode_times_every_phase():
+  """The phase table (physics, collection, low / meta updates, full loop): each phase through the trainer's public
+  update methods (this mode once called a renamed private method and failed, and so did the GPU check built on it)."""
+  command = [sys.executable, str(ROOT / 'benchmarks' / 'hiro_train_speed.py'), '--steps', '100']
+  for binding in SMALL:
+    command += ['--gin_param', binding]
+  result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = result.stdout
+  for phase in ('physics (env.step)', 'collection step (incl. physics)', 'low-level update',
+                'meta update (with correction)', 'full training loop'):
+    row = re.search(re.escape(phase) + r'\s+([\d.]+)\s', out)
+    assert row and float(row.group(1)) > 0, (phase, out)
