@@ -3,7 +3,7 @@ resumable across sessions, and its learning curve (frames and training wall time
 
   python scripts/atari_learning_run.py start  [--game pong] [--logdir runs/impala_atari_pong] [--nice 10]
   python scripts/atari_learning_run.py pause | resume | stop | status   [--game ...] [--logdir ...]
-  python scripts/atari_learning_run.py curve  [--game pong] [--target 18] [--window 100] [--output NAME]
+  python scripts/atari_learning_run.py curve  [--game pong] [--target T] [--window 100] [--output NAME]
 
 start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `--level_name=atari/GAME` for another
         game than Pong) detached from this terminal, under `nice`, its output appended to LOGDIR.control/train.log
@@ -20,7 +20,10 @@ curve   reads the run's TensorBoard episode returns and writes docs/impala_atari
         frames and training hours at which the windowed mean first reached `target`. Training hours add up the
         sessions (each events file is one) minus the logged pauses. For a score as the paper reports it (whole
         games, up to 30 no-ops, sampled actions) run `python run_eval.py configs/impala_atari.gin --train_dir
-        LOGDIR` (30 games; test_results-<frames>.json and LOGDIR/test/ in TensorBoard).
+        LOGDIR` (plus `--level_name=atari/GAME` for another game than Pong; 30 games; test_results-<frames>.json
+        and LOGDIR/test/ in TensorBoard): `curve` prints those results and draws them (green, mean +- s.e.). In
+        games with lives a training episode is one life (training ends an episode at a lost life), so only the
+        test results are whole-game scores.
 
 The paper's expert reaches 20.40 on Pong at 200M frames (Table C.1); the target of issue 19 is a windowed mean of
 +18 from the start's -21.
@@ -167,6 +170,29 @@ def training_hours(logdir, pauses_path, points):
   return hours
 
 
+def _test_results(logdir, level_name):
+  """Test-mode evaluations of the run (`run_eval.py` writes LOGDIR/test_results-<frames>[.k].json: whole games with
+  up to 30 no-ops, as the paper reports its scores): [(frames, mean return, standard error, games)] by frames."""
+  import json  # pylint: disable=g-import-not-at-top
+  import math  # pylint: disable=g-import-not-at-top
+  results = []
+  for path in glob.glob(os.path.join(logdir, 'test_results-*.json')):
+    try:
+      with open(path) as f:
+        data = json.load(f)
+      returns = [float(r) for r in data['levels'][level_name]['returns']]
+      frames = int(data['num_environment_frames'])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      print(f'warning: {path} skipped ({e!r}).', file=sys.stderr)
+      continue
+    if not returns:
+      continue
+    n, mean = len(returns), sum(returns) / len(returns)
+    se = math.sqrt(sum((r - mean) ** 2 for r in returns) / (n - 1) / n) if n > 1 else 0.
+    results.append((frames, mean, se, n))
+  return sorted(results)
+
+
 def curve(args):
   import numpy as np  # pylint: disable=g-import-not-at-top
   logdir, _, pauses_path = _paths(args)
@@ -186,17 +212,28 @@ def curve(args):
     writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
     for row in zip(frames, hours, returns, mean):
       writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
-  i = plot_learning_curve.first_reached(mean, args.window, args.target)
-  if i is not None:
-    summary = (f'mean of the last {args.window} >= {args.target:g} at {frames[i]:.0f} frames, '
+  target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
+  i = None if target is None else plot_learning_curve.first_reached(mean, args.window, target)
+  if target is None:
+    summary = f'mean of the last {args.window} episodes'
+  elif i is not None:
+    summary = (f'mean of the last {args.window} >= {target:g} at {frames[i]:.0f} frames, '
                f'{hours[i]:.2f} training hours')
   else:
-    summary = f'{args.target:g} not reached yet'
-  summary += (f'; latest mean {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, '
+    summary = f'{target:g} not reached yet'
+  summary += (f'{";" if target is not None else ":"} latest {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, '
               f'{hours[-1]:.2f} h)')
   print(summary)
-  plot_learning_curve.draw(frames, returns, mean, args.window, args.target, f'{args.game}: {summary}',
-                           output + '.png')
+  tests = _test_results(logdir, f'atari/{args.game}')
+  for test_frames, test_mean, test_se, games in tests:
+    print(f'test mode at {test_frames} frames: mean {test_mean:.2f} +- {test_se:.2f} (s.e.) over {games} whole games')
+  legend = 'blue: mean of the last {window} training episodes; grey: each training episode'
+  if args.game != 'pong':  # Pong has no lives; other games' training episodes end at a lost life.
+    legend += ' (a lost life ends one)'
+  if tests:
+    legend += '; green: test mode, whole games, mean +- s.e.'
+  plot_learning_curve.draw(frames, returns, mean, args.window, target, f'{args.game}: {summary}',
+                           output + '.png', markers=[t[:3] for t in tests], legend=legend)
   print(f'wrote {output}.csv and {output}.png')
   return 0
 
@@ -238,7 +275,8 @@ def main(argv=None):
   parser.add_argument('--game', default='pong', help='ale-py ROM id: pong, breakout, ...')
   parser.add_argument('--logdir', default=None, help='run directory (default runs/impala_atari_GAME)')
   parser.add_argument('--nice', type=int, default=10, help='start: niceness of the run')
-  parser.add_argument('--target', type=float, default=18., help='curve: the windowed mean to reach')
+  parser.add_argument('--target', type=float, default=None,
+                      help='curve: the windowed mean to reach (default: 18 for Pong, none for other games)')
   parser.add_argument('--window', type=int, default=100, help='curve and status: episodes in the moving mean')
   parser.add_argument('--output', default=None, help='curve: file name in docs/, without .csv / .png (default '
                       'impala_atari_GAME_curve)')

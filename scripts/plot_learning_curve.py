@@ -55,18 +55,22 @@ def first_reached(mean, window, threshold):
   return int(reached[0]) if len(reached) else None
 
 
-def draw(steps, values, mean, window, threshold, title, output):
-  """Writes the PNG: points (steps, values), line (steps, mean), horizontal threshold."""
+def draw(steps, values, mean, window, threshold, title, output, markers=(),
+         legend='blue: mean of the last {window} episodes; grey: each episode'):
+  """Writes the PNG: points (steps, values), line (steps, mean), horizontal threshold, and `markers`: (step,
+  mean, standard error) triples drawn as green squares with +- 1 s.e. bars (e.g. test-mode evaluations)."""
   image = Image.new('RGB', (WIDTH, HEIGHT), 'white')
   d = ImageDraw.Draw(image)
   font = ImageFont.load_default()
   x0, x1 = MARGIN_LEFT, WIDTH - MARGIN_RIGHT
   y0, y1 = HEIGHT - MARGIN_BOTTOM, MARGIN_TOP
-  low = min(np.min(values), threshold if threshold is not None else np.inf, 0.)
-  high = max(np.max(values), threshold if threshold is not None else -np.inf)
+  marker_low = [m - e for _, m, e in markers] or [np.inf]
+  marker_high = [m + e for _, m, e in markers] or [-np.inf]
+  low = min(np.min(values), threshold if threshold is not None else np.inf, 0., min(marker_low))
+  high = max(np.max(values), threshold if threshold is not None else -np.inf, max(marker_high))
   high = high if high > low else low + 1.
   low, high = low - .05 * (high - low), high + .05 * (high - low)  # Room for the points at the extremes.
-  max_step = max(float(steps[-1]), 1.)
+  max_step = max(float(steps[-1]), 1., *[float(s) for s, _, _ in markers])
   sx = lambda s: x0 + (x1 - x0) * s / max_step
   sy = lambda v: y0 - (y0 - y1) * (v - low) / (high - low)
   d.rectangle([x0, y1, x1, y0], outline='black')
@@ -91,7 +95,11 @@ def draw(steps, values, mean, window, threshold, title, output):
     d.text((x1 - 120, y - 16), f'threshold {threshold:g}', fill='red', font=font)
   full = slice(min(window, len(mean)) - 1, None)  # The mean over full windows only.
   d.line([(sx(s), sy(m)) for s, m in zip(steps[full], mean[full])], fill='blue', width=3)
-  d.text((x0 + 10, y1 + 8), f'blue: mean of the last {window} episodes; grey: each episode', fill='black', font=font)
+  for s, m, e in markers:
+    x = sx(s)
+    d.line([x, sy(m - e), x, sy(m + e)], fill=(0, 140, 0), width=2)
+    d.rectangle([x - 4, sy(m) - 4, x + 4, sy(m) + 4], fill=(0, 160, 0), outline='black')
+  d.text((x0 + 10, y1 + 8), legend.format(window=window), fill='black', font=font)
   image.save(output)
 
 

@@ -49,3 +49,38 @@ def test_status_of_a_started_run_with_no_checkpoint_yet(tmp_path):
   (tmp_path / 'pong.control').mkdir()
   assert _status(tmp_path / 'pong') == f'{tmp_path / "pong"}: stopped; latest checkpoint at none frames; no ' \
                                        'episode finished yet'
+
+
+def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path):
+  import json  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  logdir = tmp_path / 'breakout'
+  writer = tf.summary.create_file_writer(str(logdir))
+  episodes = [(1000, 0.), (2000, 2.), (3000, 1.), (4000, 5.)]  # (frames, return of one life)
+  with writer.as_default():
+    for frames, episode_return in episodes:
+      tf.summary.scalar('atari/breakout/episode_return', episode_return, step=frames)
+  writer.close()
+  games = [3., 9., 12., 30.]  # Whole games, as run_eval.py writes them.
+  (logdir / 'test_results-4000.json').write_text(json.dumps(
+      {'num_environment_frames': 4000, 'levels': {'atari/breakout': {'mean_return': 13.5, 'returns': games}}}))
+  (logdir / 'test_results-5000.json').write_text('{"num_environment_frames": 5000')  # Cut short: skipped.
+  output = tmp_path / 'curve'
+  result = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
+                           '--game', 'breakout', '--logdir', str(logdir), '--window', '2', '--target', '3',
+                           '--output', str(output)], capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  se = np.std(games, ddof=1) / np.sqrt(len(games))
+  assert f'test mode at 4000 frames: mean 13.50 +- {se:.2f} (s.e.) over 4 whole games' in result.stdout
+  assert 'mean of the last 2 >= 3 at 4000 frames' in result.stdout  # (1 + 5) / 2 = 3 at the fourth episode.
+  assert 'test_results-5000.json skipped' in result.stderr and 'Traceback' not in result.stderr
+  rows = (tmp_path / 'curve.csv').read_text().splitlines()
+  assert rows[0] == 'frames,training_hours,episode_return,mean_last_2'
+  assert [(int(r.split(',')[0]), float(r.split(',')[2]), float(r.split(',')[3])) for r in rows[1:]] == [
+      (1000, 0., 0.), (2000, 2., 1.), (3000, 1., 1.5), (4000, 5., 3.)]
+  image = np.asarray(Image.open(tmp_path / 'curve.png').convert('RGB'))
+  green = np.all(image == (0, 160, 0), axis=-1)
+  assert green.any()  # The test-mode marker, at the right edge (4000 frames is the last step).
+  assert np.nonzero(green)[1].min() > image.shape[1] * 0.9
