@@ -174,22 +174,20 @@ def _test_results(logdir, level_name):
   """Test-mode evaluations of the run (`run_eval.py` writes LOGDIR/test_results-<frames>[.k].json: whole games with
   up to 30 no-ops, as the paper reports its scores): [(frames, mean return, standard error, games)] by frames."""
   import json  # pylint: disable=g-import-not-at-top
-  import math  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
   results = []
   for path in glob.glob(os.path.join(logdir, 'test_results-*.json')):
     try:
       with open(path) as f:
         data = json.load(f)
-      returns = [float(r) for r in data['levels'][level_name]['returns']]
+      returns = np.asarray(data['levels'][level_name]['returns'], np.float64)
       frames = int(data['num_environment_frames'])
     except (OSError, ValueError, KeyError, TypeError) as e:
       print(f'warning: {path} skipped ({e!r}).', file=sys.stderr)
       continue
-    if not returns:
-      continue
-    n, mean = len(returns), sum(returns) / len(returns)
-    se = math.sqrt(sum((r - mean) ** 2 for r in returns) / (n - 1) / n) if n > 1 else 0.
-    results.append((frames, mean, se, n))
+    if returns.size:
+      se = returns.std(ddof=1) / np.sqrt(returns.size) if returns.size > 1 else 0.
+      results.append((frames, float(returns.mean()), float(se), returns.size))
   return sorted(results)
 
 
@@ -214,15 +212,14 @@ def curve(args):
       writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
   target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
   i = None if target is None else plot_learning_curve.first_reached(mean, args.window, target)
+  latest = f'latest {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, {hours[-1]:.2f} h)'
   if target is None:
-    summary = f'mean of the last {args.window} episodes'
+    summary = f'mean of the last {args.window} episodes: {latest}'
   elif i is not None:
     summary = (f'mean of the last {args.window} >= {target:g} at {frames[i]:.0f} frames, '
-               f'{hours[i]:.2f} training hours')
+               f'{hours[i]:.2f} training hours; {latest}')
   else:
-    summary = f'{target:g} not reached yet'
-  summary += (f'{";" if target is not None else ":"} latest {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, '
-              f'{hours[-1]:.2f} h)')
+    summary = f'{target:g} not reached yet; {latest}'
   print(summary)
   tests = _test_results(logdir, f'atari/{args.game}')
   for test_frames, test_mean, test_se, games in tests:
