@@ -3,7 +3,7 @@ resumable across sessions, and its learning curve (frames and training wall time
 
   python scripts/atari_learning_run.py start  [--game pong] [--logdir runs/impala_atari_pong] [--nice 10]
   python scripts/atari_learning_run.py pause | resume | stop | status   [--game ...] [--logdir ...]
-  python scripts/atari_learning_run.py curve  [--game pong] [--target T] [--window 100] [--output NAME]
+  python scripts/atari_learning_run.py curve  [--game pong] [--target T] [--window 100] [--every 1] [--output NAME]
 
 start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `--level_name=atari/GAME` for another
         game than Pong) detached from this terminal, under `nice`, its output appended to LOGDIR.control/train.log
@@ -15,7 +15,9 @@ stop    Ctrl-C for the learner (SIGINT): it writes a checkpoint and stops its ac
 status  running / paused / stopped, frames of the latest checkpoint, the mean return of the last `window`
         episodes printed to its log.
 curve   reads the run's TensorBoard episode returns and writes docs/impala_atari_GAME_curve.csv (one row per
-        episode: frames, training hours, return, mean of the last `window` episodes) and ..._curve.png (or
+        episode: frames, training hours, return, mean of the last `window` episodes; with --every N only every
+        N-th episode's row and the last, the means still over all episodes: games with lives have one episode
+        per life, many more rows) and ..._curve.png (or
         docs/NAME.csv / .png with --output NAME, e.g. for a second run of the same game); prints the
         frames and training hours at which the windowed mean first reached `target`. Training hours add up the
         sessions (each events file is one) minus the logged pauses. For a score as the paper reports it (whole
@@ -200,7 +202,7 @@ def curve(args):
   except (FileNotFoundError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  hours = training_hours(logdir, pauses_path, points)
+  hours = np.asarray(training_hours(logdir, pauses_path, points))
   frames = np.array([p[1] for p in points], np.float64)
   returns = np.array([p[2] for p in points], np.float64)
   mean = plot_learning_curve.windowed_mean(returns, args.window)
@@ -208,7 +210,9 @@ def curve(args):
   with open(output + '.csv', 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
-    for row in zip(frames, hours, returns, mean):
+    kept = np.arange(len(returns))
+    kept = kept[(kept % args.every == args.every - 1) | (kept == len(returns) - 1)]
+    for row in zip(frames[kept], hours[kept], returns[kept], mean[kept]):
       writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
   target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
   i = None if target is None else plot_learning_curve.first_reached(mean, args.window, target)
@@ -266,6 +270,12 @@ def _logged_returns(log_path):
   return returns
 
 
+def _positive_int(text):
+  if not text.isdigit() or int(text) < 1:
+    raise argparse.ArgumentTypeError(f'expected a whole number >= 1, got {text!r}')
+  return int(text)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('command', choices=['start', 'pause', 'resume', 'stop', 'status', 'curve'])
@@ -275,6 +285,8 @@ def main(argv=None):
   parser.add_argument('--target', type=float, default=None,
                       help='curve: the windowed mean to reach (default: 18 for Pong, none for other games)')
   parser.add_argument('--window', type=int, default=100, help='curve and status: episodes in the moving mean')
+  parser.add_argument('--every', type=_positive_int, default=1,
+                      help='curve: one CSV row per N episodes (and the last); the PNG and the means use them all')
   parser.add_argument('--output', default=None, help='curve: file name in docs/, without .csv / .png (default '
                       'impala_atari_GAME_curve)')
   args = parser.parse_args(argv)

@@ -80,6 +80,16 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
   assert rows[0] == 'frames,training_hours,episode_return,mean_last_2'
   assert [(int(r.split(',')[0]), float(r.split(',')[2]), float(r.split(',')[3])) for r in rows[1:]] == [
       (1000, 0., 0.), (2000, 2., 1.), (3000, 1., 1.5), (4000, 5., 3.)]
+  every_3 = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
+                            '--game', 'breakout', '--logdir', str(logdir), '--window', '2', '--every', '3',
+                            '--output', str(tmp_path / 'every_3')], capture_output=True, text=True, timeout=300)
+  assert every_3.returncode == 0, every_3.stderr
+  assert (tmp_path / 'every_3.csv').read_text().splitlines() == [rows[0], rows[3], rows[4]]  # The 3rd, the last.
+  zero = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
+                         '--game', 'breakout', '--logdir', str(logdir), '--every', '0'],
+                        capture_output=True, text=True, timeout=300)
+  assert zero.returncode == 2 and '--every: expected a whole number >= 1' in zero.stderr
+  assert 'Traceback' not in zero.stderr
   image = np.asarray(Image.open(tmp_path / 'curve.png').convert('RGB'))
   green = np.all(image == (0, 160, 0), axis=-1)
   assert green.any()  # The test-mode marker, at the right edge (4000 frames is the last step).
