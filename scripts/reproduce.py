@@ -18,11 +18,14 @@ and waited for, never started twice; the others resume from their last full chec
 evaluated are evaluated. The launcher's run-directory guard applies: a seed directory holding another configuration
 is refused before anything starts. `--status` prints where each seed stands; `--aggregate` rewrites the outputs;
 `--dry_run` prints the plan; `--stop` stops the processes the kit started; `--export_best DIR` copies the best
-policy over all seeds to DIR (to publish it, with the command that evaluates it again). `--backend ray` spreads the seeds over
+policy over all seeds to DIR (to publish it, with the command that evaluates it again). `--only_seeds 2` runs only
+seed 2 of 0..K-1, and `--results_from <per_seed.csv>` stands in for seeds evaluated on another machine (their run
+directories are not here) in --status and the aggregate. `--backend ray` spreads the seeds over
 a Ray cluster (requirements-ray.txt; docs/reproduction.md).
 """
 
 import argparse
+import csv
 import ctypes
 import dataclasses
 import datetime
@@ -130,7 +133,18 @@ def running(script, directory):
       continue
     if os.path.realpath(os.path.join(cwd, value)) == target:
       pids.append(int(entry))
-  return pids
+  # A process forked by one of them (console.filter_native_stderr's stderr relay) has the same command line: it is
+  # part of its parent, not a second writer.
+  return [pid for pid in pids if parent_pid(pid) not in pids]
+
+
+def parent_pid(pid):
+  """The parent of `pid` (/proc/<pid>/stat field 4), or None if it is gone."""
+  stat = _read(f'/proc/{pid}/stat')
+  if not stat:
+    return None
+  fields = stat.decode(errors='replace').rsplit(')', 1)[-1].split()
+  return int(fields[1]) if len(fields) > 1 else None
 
 
 def _die_with_parent():
@@ -403,6 +417,12 @@ class Plan:
   manifest: dict
   parallel: int
   budget: int
+  only: tuple = ()  # --only_seeds: the seeds this launch trains and evaluates; (): all
+  imported: dict = dataclasses.field(default_factory=dict)  # --results_from: seed -> rows evaluated elsewhere
+
+  def run_specs(self):
+    """The seeds this launch trains and evaluates (--only_seeds; default all)."""
+    return [spec for spec in self.specs if not self.only or spec.seed in self.only]
 
 
 def make_plan(args):
@@ -415,6 +435,10 @@ def make_plan(args):
                      (f' (use {flag}).' if flag else '.'))
   if args.seeds < 1 or args.steps < 1 or args.policy_every < 1 or args.eval_episodes < 1:
     raise KitError('--seeds, --steps, --policy_every and --eval_episodes must be positive.')
+  only = parse_only_seeds(args.only_seeds, args.seeds)
+  for path in args.results_from:
+    if not os.path.isfile(path):
+      raise KitError(f'--results_from {path}: no such file (give the per_seed.csv of an earlier aggregate).')
   import launcher  # pylint: disable=g-import-not-at-top  (imports TensorFlow: only when planning)
   launcher.prepare_process()
   from absl import flags  # pylint: disable=g-import-not-at-top
@@ -475,8 +499,64 @@ def make_plan(args):
       'policy_every': args.policy_every, 'eval_episodes': args.eval_episodes, 'protocol': protocol.to_json(),
       'steps': args.steps, 'num_episodes_train': episodes, 'run_length': length, 'seeds': args.seeds,
   }
+  imported = {}
+  for path in args.results_from:
+    for seed, rows in load_per_seed_csv(path, protocol, args.seeds).items():
+      imported.setdefault(seed, []).extend(rows)
   return Plan(root=root, name=name, protocol=protocol, specs=specs, resumes=resumes, manifest=manifest,
-              parallel=parallel, budget=args.budget or args.steps)
+              parallel=parallel, budget=args.budget or args.steps, only=only, imported=imported)
+
+
+def parse_only_seeds(value, seeds):
+  """--only_seeds '2' or '1,2' -> (1, 2); None -> (). Raises KitError."""
+  if value is None:
+    return ()
+  try:
+    only = tuple(sorted({int(part) for part in value.split(',') if part.strip()}))
+  except ValueError:
+    only = ()
+  if not only or any(not 0 <= seed < seeds for seed in only):
+    raise KitError(f'--only_seeds {value}: give seeds of 0..{seeds - 1} (--seeds {seeds}) separated by commas, '
+                   'e.g. --only_seeds 2.')
+  return only
+
+
+_PER_SEED_COLUMNS = ('seed', 'mode', 'goal', 'step', 'success_rate', 'mean_final_distance', 'num_episodes')
+
+
+def load_per_seed_csv(path, protocol, seeds):
+  """--results_from: the rows of a per_seed.csv written by an earlier aggregate (uvf.reproduction.write_outputs),
+  as results.json rows by seed (seeds 0..seeds-1 only), each marked 'imported_from': path. Raises KitError when
+  the file is not such a table or is of another task (a mode this protocol lacks, or another goal)."""
+  out = {}
+  try:
+    with open(path, newline='', encoding='utf-8') as f:
+      reader = csv.DictReader(f)
+      missing = [c for c in _PER_SEED_COLUMNS if c not in (reader.fieldnames or ())]
+      if missing:
+        raise KitError(f'--results_from {path}: not a per_seed.csv of the kit (no column {", ".join(missing)}).')
+      for line, record in enumerate(reader, start=2):
+        mode = record['mode']
+        try:
+          goal = json.loads(record['goal'])
+          row = {'step': int(record['step']), 'mode': mode, 'goal': goal,
+                 'success_rate': float(record['success_rate']),
+                 'mean_final_distance': float(record['mean_final_distance']),
+                 'num_episodes': int(record['num_episodes']), 'imported_from': path}
+          seed = int(record['seed'])
+        except (ValueError, TypeError):
+          raise KitError(f'--results_from {path}, line {line}: not a result row ({dict(record)}).') from None
+        expected = protocol.goals.get(mode)
+        if mode not in protocol.modes or (expected is not None and (
+            not isinstance(goal, list) or len(goal) != len(expected) or
+            any(abs(float(a) - float(b)) > 1e-6 for a, b in zip(goal, expected)))):
+          raise KitError(f'--results_from {path}: its {mode} goal {record["goal"]} is not this task\'s '
+                         f'({protocol.task}: {json.dumps(protocol.goals)}); it is the results of another task.')
+        if 0 <= seed < seeds:
+          out.setdefault(seed, []).append(row)
+  except OSError as e:
+    raise KitError(f'--results_from {path}: {e.strerror}.') from None
+  return out
 
 
 def check_manifest(plan):
@@ -519,7 +599,9 @@ def write_manifest(plan, old, args):
 
 
 def seed_rows(plan):
-  return {spec.seed: reproduction.load_results(spec.eval_dir) for spec in plan.specs}
+  """{seed: results.json rows}: a seed's own evaluations, or, where it has none here, its --results_from rows."""
+  return {spec.seed: reproduction.load_results(spec.eval_dir) or plan.imported.get(spec.seed, [])
+          for spec in plan.specs}
 
 
 def status_table(plan, now=None):
@@ -529,9 +611,11 @@ def status_table(plan, now=None):
   header = (f'{"seed":>4}  {"state":<30} {"steps":>10} {"of":>10} {"steps/s":>8} {"ETA":>7}  {"evaluated":>9}  '
             f'{"latest " + primary:>20}  {"best within " + reproduction.steps_label(plan.budget):>22}')
   lines = [header]
+  all_rows = seed_rows(plan)
   for spec in plan.specs:
     progress = reproduction.read_progress(spec.train_dir, spec.log('train'), now)
-    rows = reproduction.load_results(spec.eval_dir)
+    rows = all_rows[spec.seed]
+    imported = bool(rows) and 'imported_from' in rows[0]
     curve = reproduction.seed_curves(rows, [primary])[primary]
     done = reproduction.evaluated_steps(rows, plan.protocol.modes)
     complete = (progress['full_checkpoint'] or 0) >= spec.run_length
@@ -545,6 +629,8 @@ def status_table(plan, now=None):
       state = 'evaluating' if eval_pids else 'trained, evaluation stopped'
     elif progress['steps']:
       state = f'stopped (resumes at {progress["full_checkpoint"] or 0})'
+    elif imported:
+      state = 'run elsewhere (--results_from)'
     else:
       state = 'not started'
     if eval_pids and train_pids:
@@ -559,6 +645,8 @@ def status_table(plan, now=None):
     best = reproduction.best_within(curve, plan.budget)
     best = f'{best.success:.2f} @ {reproduction.steps_label(best.step)}' if best else ''
     evaluated = f'{len(done & set(progress["policy_steps"]))}/{len(progress["policy_steps"])}'
+    if imported and not progress['policy_steps']:  # the seed's run directory is elsewhere: what was evaluated there
+      steps, evaluated = str(max(done, default=0)), f'{len(done)}/{len(done)}'
     lines.append(f'{spec.seed:>4}  {state:<30} {steps:>10} {spec.run_length:>10} '
                  f'{(f"{rate:.0f}" if rate else ""):>8} {reproduction.format_duration(eta):>7}  {evaluated:>9}  '
                  f'{latest:>20}  {best:>22}')
@@ -722,6 +810,11 @@ def export_best(plan, out_dir):
     raise KitError(f'no policy of {plan.root} is evaluated in {protocol.primary_mode} within '
                    f'{plan.budget:,} steps yet: nothing to export.')
   seed, row = found
+  if 'imported_from' in row:
+    raise KitError(f'the best {protocol.primary_mode} policy within {plan.budget:,} steps is seed {seed}\'s at step '
+                   f'{int(row["step"]):,} (success {float(row["success_rate"]):.2f}), evaluated elsewhere '
+                   f'({row["imported_from"]}): its checkpoint is not under {plan.root}. Nothing was exported; an '
+                   'export made where that seed ran stays the best one.')
   source = os.path.join(plan.specs[seed].train_dir, 'policy', os.path.basename(row['checkpoint']))
   step = int(row['step'])
   same = {r['mode']: {'goal': r.get('goal'), 'success_rate': r['success_rate'],
@@ -774,6 +867,12 @@ def parse_args(argv):
                       help='Table 1 view: best policy within this many steps (default --steps)')
   parser.add_argument('--gin_param', action='append', default=[],
                       help='a gin binding for training and evaluation (repeatable)')
+  parser.add_argument('--only_seeds', metavar='S[,S...]', default=None,
+                      help='train and evaluate only these of the seeds 0..K-1 (e.g. 2); the others are never started, '
+                           'only read for --status and the aggregate (seeds run on another machine: --results_from)')
+  parser.add_argument('--results_from', metavar='CSV', action='append', default=[],
+                      help="the per_seed.csv of an earlier aggregate (e.g. docs/reproduction/<task>/per_seed.csv): "
+                           "its rows stand for the seeds that have no evaluation under --root (repeatable)")
   parser.add_argument('--backend', choices=['local', 'ray'], default='local')
   parser.add_argument('--ray_address', default=None,
                       help="--backend ray: a running cluster ('auto' or HOST:PORT); default: a local Ray instance")
@@ -803,14 +902,15 @@ def main(argv=None):
     print(f'reproduce: error: {e}', file=sys.stderr, flush=True)
     return EXIT_USAGE
   protocol = plan.protocol
-  print(f'reproduce: {plan.name} ({protocol.task}), seeds 0..{len(plan.specs) - 1}, {plan.manifest["steps"]:,} '
+  only = f' (this launch: {",".join(map(str, plan.only))})' if plan.only else ''
+  print(f'reproduce: {plan.name} ({protocol.task}), seeds 0..{len(plan.specs) - 1}{only}, {plan.manifest["steps"]:,} '
         f'steps each (num_episodes_train {plan.manifest["num_episodes_train"]}, stops at '
         f'{plan.manifest["run_length"]:,}), policy every {args.policy_every:,} steps, {args.eval_episodes} episodes '
         f'x modes {list(protocol.modes)} '
         f'(headline {protocol.primary_mode} {protocol.goals[protocol.primary_mode]}); root {plan.root}; '
         f'{plan.parallel} at once ({args.backend})', flush=True)
   if args.dry_run:
-    for spec in plan.specs:
+    for spec in plan.run_specs():
       train, evaluation = plan.resumes[spec.seed]
       print(f'seed {spec.seed}: training {"resumes" if train else "starts"} in {spec.train_dir}; evaluation '
             f'{"resumes" if evaluation else "starts"} in {spec.eval_dir}\n  {shlex.join(spec.train_command)}\n  '
@@ -847,11 +947,12 @@ def main(argv=None):
     return EXIT_USAGE
   write_manifest(plan, old, args)
   refresher = Refresher(plan, args.report_every)
+  launch = dataclasses.replace(plan, specs=plan.run_specs())  # the seeds this launch runs (--only_seeds)
   try:
     if args.backend == 'ray':
-      results, stopped = run_ray(plan, refresher, args.ray_address)
+      results, stopped = run_ray(launch, refresher, args.ray_address)
     else:
-      results, stopped = run_local(plan, refresher)
+      results, stopped = run_local(launch, refresher)
   except KitError as e:
     print(f'reproduce: error: {e}', file=sys.stderr, flush=True)
     return EXIT_USAGE

@@ -267,6 +267,92 @@ def test_kit_user_errors(tmp_path):
   assert 'Traceback' not in result.stderr and not os.listdir(tmp_path)
 
 
+def test_kit_user_errors_of_only_seeds_and_results_from(tmp_path):
+  """Bad --only_seeds / --results_from values: one line naming the problem, exit status 2, nothing written."""
+  wrong_task = tmp_path / 'push.csv'  # an AntPush table: its eval2 goal is (0, 19), not AntMaze's (16, 16)
+  wrong_task.write_text('seed,mode,goal,step,success_rate,mean_final_distance,num_episodes\n'
+                        '0,eval2,"[0.0, 19.0]",200,0.0,19.0,2\n')
+  not_a_table = tmp_path / 'x.csv'
+  not_a_table.write_text('step,success\n200,0.5\n')
+  for extra, message in (
+      (['--only_seeds', '2'], '--only_seeds 2: give seeds of 0..1 (--seeds 2)'),
+      (['--only_seeds', 'one'], '--only_seeds one: give seeds of 0..1'),
+      (['--results_from', str(tmp_path / 'none.csv')], 'none.csv: no such file'),
+      (['--results_from', str(wrong_task)], "its eval2 goal [0.0, 19.0] is not this task's"),
+      (['--results_from', str(not_a_table)], 'not a per_seed.csv of the kit (no column seed, mode, goal')):
+    result = subprocess.run(kit_command(tmp_path / 'r', extra=extra), cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2 and message in result.stderr, (extra, result.stderr)
+    assert 'Traceback' not in result.stderr and not os.path.exists(tmp_path / 'r')
+
+
+def test_kit_runs_only_some_seeds_and_aggregates_seeds_run_elsewhere(tmp_path, capsys):
+  """--only_seeds 1 with --results_from: seed 0 was run on another machine (its per_seed.csv rows, hand-written
+  here); the kit trains and evaluates seed 1 only, never touches seed 0, and the aggregate counts both."""
+  root = str(tmp_path / 'r')
+  imported = tmp_path / 'per_seed.csv'
+  goals = {'eval1': '"[16.0, 0.0]"', 'eval2': '"[16.0, 16.0]"', 'eval3': '"[0.0, 16.0]"'}
+  seed0 = {('eval1', 200): 0.5, ('eval1', 400): 0.0, ('eval1', 600): 0.5, ('eval2', 200): 0.0, ('eval2', 400): 0.0,
+           ('eval2', 600): 0.5, ('eval3', 200): 0.0, ('eval3', 400): 1.0, ('eval3', 600): 0.5}
+  imported.write_text('seed,mode,goal,step,success_rate,mean_final_distance,num_episodes\n' + ''.join(
+      f'0,{mode},{goals[mode]},{step},{success},{0.0 if success == 1.0 else 3.0},2\n'
+      for (mode, step), success in seed0.items()))
+  extra = ['--only_seeds', '1', '--results_from', str(imported)]
+  kit = Kit(kit_command(root, extra=extra))
+  assert kit.process.wait(timeout=900) == 0, kit.output()[-3000:]
+  out = kit.output()
+  assert 'seeds 0..1 (this launch: 1)' in out and 'seed 1: done' in out and 'seed 0:' not in out
+  assert sorted(os.listdir(root)) == ['.reproduce.lock', 'aggregate', 'logs', 'reproduce.json', 'seed_1']
+  assert not any(name.startswith('seed_0') for name in os.listdir(os.path.join(root, 'logs')))
+  with open(os.path.join(root, 'seed_1', 'eval', 'results.json')) as f:
+    rows1 = json.load(f)
+  assert sorted((r['step'], r['mode']) for r in rows1) == [(s, m) for s in (200, 400, 600) for m in MODES]
+
+  # The aggregate over both seeds, against a re-computation: seed 0's best from the table above, seed 1's from its
+  # results file.
+  with open(os.path.join(root, 'aggregate', 'table1.csv')) as f:
+    table = {r['mode']: r for r in csv.DictReader(f)}
+  for mode in MODES:
+    bests = [max(v for (m, _), v in seed0.items() if m == mode),
+             max(r['success_rate'] for r in rows1 if r['mode'] == mode)]
+    assert float(table[mode]['best_success_mean']) == pytest.approx(np.mean(bests))
+    assert float(table[mode]['best_success_se']) == pytest.approx(np.std(bests, ddof=1) / np.sqrt(2))
+    assert (table[mode]['seeds'], table[mode]['complete']) == ('2', '2')
+  assert json.loads(table['eval3']['best_per_seed'])['0'] == {'success': 1.0, 'step': 400, 'last_step': 600}
+
+  # --status: seed 0 is shown as run elsewhere, with its imported evaluations.
+  assert reproduce.main(kit_command(root, extra=extra + ['--status'])[2:]) == 0
+  lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:1] in ('0', '1')]
+  assert lines[0][:6] == ['0', 'run', 'elsewhere', '(--results_from)', '600', '700'] and lines[0][6] == '3/3'
+  assert lines[1][:5] == ['1', 'done', '700', '700', '3/3']
+
+  # --export_best: the best eval3 policy is seed 0's (1.0 at distance 0), whose checkpoint is not here: refused,
+  # nothing written.
+  export = tmp_path / 'best'
+  assert reproduce.main(kit_command(root, extra=extra + ['--export_best', str(export)])[2:]) == 2
+  error = capsys.readouterr().err
+  assert "seed 0's at step 400 (success 1.00), evaluated elsewhere" in error and not export.exists()
+
+
+def test_running_lists_a_process_not_its_forked_child(tmp_path):
+  """A run_train.py that forks (console.filter_native_stderr's stderr relay has the same command line) is one
+  writer: `running` lists the parent only, so --stop does not call the child a process the kit did not start."""
+  script = tmp_path / 'run_train.py'
+  script.write_text('import os, sys, time\nif os.fork() == 0:\n  time.sleep(60)\n  os._exit(0)\n'
+                    'print("forked", flush=True)\ntime.sleep(60)\n')
+  train_dir = tmp_path / 'run'
+  process = subprocess.Popen([sys.executable, str(script), '--train_dir', str(train_dir)], stdout=subprocess.PIPE,
+                             text=True, start_new_session=True)
+  try:
+    assert process.stdout.readline().strip() == 'forked'
+    children = [int(p) for p in open(f'/proc/{process.pid}/task/{process.pid}/children').read().split()]
+    assert len(children) == 1  # the fork is there, with the same command line
+    assert reproduce.running('run_train.py', str(train_dir)) == [process.pid]
+  finally:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 def test_kit_prints_no_third_party_banner(tmp_path):
   """`--dry_run` plans with the launcher (TensorFlow, tf-agents, gym imported): only the kit's lines are printed."""
   result = subprocess.run(kit_command(tmp_path, extra=['--dry_run']), cwd=REPO, capture_output=True, text=True,
