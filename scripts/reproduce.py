@@ -521,9 +521,6 @@ def parse_only_seeds(value, seeds):
   return only
 
 
-_PER_SEED_COLUMNS = ('seed', 'mode', 'goal', 'step', 'success_rate', 'mean_final_distance', 'num_episodes')
-
-
 def load_per_seed_csv(path, protocol, seeds):
   """--results_from: the rows of a per_seed.csv written by an earlier aggregate (uvf.reproduction.write_outputs),
   as results.json rows by seed (seeds 0..seeds-1 only), each marked 'imported_from': path. Raises KitError when
@@ -532,7 +529,7 @@ def load_per_seed_csv(path, protocol, seeds):
   try:
     with open(path, newline='', encoding='utf-8') as f:
       reader = csv.DictReader(f)
-      missing = [c for c in _PER_SEED_COLUMNS if c not in (reader.fieldnames or ())]
+      missing = [c for c in reproduction.PER_SEED_FIELDS if c not in (reader.fieldnames or ())]
       if missing:
         raise KitError(f'--results_from {path}: not a per_seed.csv of the kit (no column {", ".join(missing)}).')
       for line, record in enumerate(reader, start=2):

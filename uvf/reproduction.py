@@ -480,6 +480,10 @@ def _csv_text(fields, rows):
   return out.getvalue()
 
 
+# The columns of per_seed.csv (write_outputs; read back by scripts/reproduce.py --results_from).
+PER_SEED_FIELDS = ('seed', 'mode', 'goal', 'step', 'success_rate', 'mean_final_distance', 'num_episodes')
+
+
 def write_outputs(result, out_dir, name):
   """Writes `aggregate`'s result to `out_dir` (regenerated each time from the seeds' results):
 
@@ -517,7 +521,7 @@ def write_outputs(result, out_dir, name):
                   'paper_se': paper['standard_error'] if primary and paper else None})
   paths = {}
   for file, fields, rows in (
-      ('per_seed.csv', ['seed', 'mode', 'goal', 'step', 'success_rate', 'mean_final_distance', 'num_episodes'],
+      ('per_seed.csv', list(PER_SEED_FIELDS),
        per_seed),
       ('curves.csv', ['mode', 'goal', 'step', 'seeds', 'success_mean', 'success_se', 'final_distance_mean',
                       'final_distance_se'], curves),
