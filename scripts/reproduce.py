@@ -84,13 +84,16 @@ def _read(path):
     return None
 
 
+def _stat_fields(pid):
+  """The fields of /proc/<pid>/stat after the command name (field 3, the state, first), or [] if it is gone."""
+  stat = _read(f'/proc/{pid}/stat')
+  return stat.decode(errors='replace').rsplit(')', 1)[-1].split() if stat else []
+
+
 def process_start_ticks(pid):
   """The start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), or None if it is gone or a
   zombie: with the pid, it identifies a process across pid reuse."""
-  stat = _read(f'/proc/{pid}/stat')
-  if not stat:
-    return None
-  fields = stat.decode(errors='replace').rsplit(')', 1)[-1].split()
+  fields = _stat_fields(pid)
   if not fields or fields[0] in ('Z', 'X'):
     return None
   return int(fields[19])
@@ -140,10 +143,7 @@ def running(script, directory):
 
 def parent_pid(pid):
   """The parent of `pid` (/proc/<pid>/stat field 4), or None if it is gone."""
-  stat = _read(f'/proc/{pid}/stat')
-  if not stat:
-    return None
-  fields = stat.decode(errors='replace').rsplit(')', 1)[-1].split()
+  fields = _stat_fields(pid)
   return int(fields[1]) if len(fields) > 1 else None
 
 
@@ -544,9 +544,8 @@ def load_per_seed_csv(path, protocol, seeds):
         except (ValueError, TypeError):
           raise KitError(f'--results_from {path}, line {line}: not a result row ({dict(record)}).') from None
         expected = protocol.goals.get(mode)
-        if mode not in protocol.modes or (expected is not None and (
-            not isinstance(goal, list) or len(goal) != len(expected) or
-            any(abs(float(a) - float(b)) > 1e-6 for a, b in zip(goal, expected)))):
+        if mode not in protocol.modes or (expected is not None and not (
+            isinstance(goal, list) and reproduction.same_point(goal, expected))):
           raise KitError(f'--results_from {path}: its {mode} goal {record["goal"]} is not this task\'s '
                          f'({protocol.task}: {json.dumps(protocol.goals)}); it is the results of another task.')
         if 0 <= seed < seeds:

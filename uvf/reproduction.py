@@ -121,7 +121,9 @@ def _query(name, default=None):
     return default
 
 
-def _same_point(a, b, tolerance=1e-6):
+def same_point(a, b, tolerance=1e-6):
+  """Whether the points (sequences of numbers) `a` and `b` agree to `tolerance` in every coordinate; False if `a`
+  is None or their lengths differ."""
   return a is not None and len(a) == len(b) and all(abs(float(x) - float(y)) < tolerance for x, y in zip(a, b))
 
 
@@ -158,7 +160,7 @@ def protocol_from_gin(primary_mode=None):
       raise ValueError(f'--mode {primary_mode}: the configuration evaluates the modes {list(modes)} '
                        '(evaluate.eval_modes); choose one of them.')
   elif paper is not None:
-    matching = [m for m in modes if _same_point(goals[m], paper.target)]
+    matching = [m for m in modes if same_point(goals[m], paper.target)]
     if not matching:
       raise ValueError(f'{task}: none of the eval modes {list(modes)} (goals {goals}) is the paper\'s target '
                        f'{list(paper.target)}; add the mode to EVAL_MODES or choose one with --mode.')
