@@ -6,11 +6,15 @@ Without `--verbosity` (absl's flag), `quiet()` keeps the screen to the project's
   the programs call first, before TensorFlow loads; on a CPU machine it hides the three "Unable to register cuDNN /
   cuFFT / cuBLAS factory" errors), and the few lines
   that TF_CPP_MIN_LOG_LEVEL does not reach (XLA's "Compiled cluster using XLA!", absl's notice before it) are dropped
-  by a small relay process that file descriptor 2 goes through (`filter_native_stderr`);
+  by a small relay process that file descriptor 2 goes through (`filter_native_stderr`). The relay cannot cost a run
+  its checkpoint: no stop signal reaches it, and if it dies anyway the program restores descriptor 2 and goes on;
 - INFO records of other libraries are dropped (their warnings stay, marked with the library's name), and the
   project's own records are printed as plain lines, without absl's "I1201 14:06:11.342287 140243 file.py:658]"
   prefix;
 - `gym` (pulled in by tf-agents, not used here) is imported with its "Gym has been unmaintained" notice discarded.
+
+`protect_streams()` makes sys.stdout and sys.stderr writes that cannot raise (a closed terminal, a dead relay), so
+that the lines a stop prints never interrupt the checkpoint it writes.
 
 With `--verbosity=N` nothing is hidden: absl's usual format, every library's records at that level, and
 TensorFlow's native lines from the matching severity (`verbose`). An explicit TF_CPP_MIN_LOG_LEVEL is always kept
@@ -28,7 +32,7 @@ import re
 import select
 import signal
 import sys
-import time
+import threading
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent
@@ -135,23 +139,33 @@ def relay(read_fd: int, write_fd: int) -> None:
   """Copies what arrives on `read_fd` to `write_fd` until end of file, without the `NATIVE_LOG_LINE` lines.
 
   Lines are passed on whole; a partial line is passed on once nothing more arrived for 0.1 s, unless it may be the
-  start of a native log line (then it waits for its newline).
+  start of a native log line (then it waits for its newline). If `write_fd` fails (a closed terminal: EIO; a closed
+  pipe: EPIPE), what arrives is read and dropped until end of file, so that the writers never block or fail.
   """
   pending = b''
+  sink = [write_fd]  # emptied when write_fd fails
+
+  def write(data):
+    if sink and data:
+      try:
+        _write_all(sink[0], data)
+      except OSError:
+        sink.clear()
+
   while True:
     ready, _, _ = select.select([read_fd], [], [], _PARTIAL_LINE_WAIT_S if pending else None)
     if not ready:
       if not _MAYBE_NATIVE.match(pending):
-        _write_all(write_fd, pending)
+        write(pending)
         pending = b''
       continue
     chunk = os.read(read_fd, 1 << 16)
     if not chunk:
       break
     *lines, pending = (pending + chunk).split(b'\n')
-    _write_all(write_fd, b''.join(line + b'\n' for line in lines if not NATIVE_LOG_LINE.match(line)))
+    write(b''.join(line + b'\n' for line in lines if not NATIVE_LOG_LINE.match(line)))
   if pending and not NATIVE_LOG_LINE.match(pending):
-    _write_all(write_fd, pending)
+    write(pending)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -159,11 +173,59 @@ def _write_all(fd: int, data: bytes) -> None:
     data = data[os.write(fd, data):]
 
 
+# The signals the relay ignores: every stop signal a run handles (SIGINT, SIGTERM, SIGHUP), and those a terminal or a
+# closed pipe sends. It is also in a process group of its own, so that a signal sent to the run's group (`timeout`,
+# a scheduler, a closed terminal) does not reach it at all; it ends only when the last writer closes the pipe.
+RELAY_IGNORED_SIGNALS = ('SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGPIPE', 'SIGTTOU')
+
+
+class _Relay:
+  """The relay process of this process (`filter_native_stderr`), and descriptor 2 as it was before."""
+
+  def __init__(self, pid: int, original_fd: int):
+    self.pid = pid
+    self.original_fd = original_fd
+    self.ended = threading.Event()  # the relay exited (reaped by `_watch`)
+    self.restored = threading.Lock()
+    self.closing = False  # set at exit, when this process restores descriptor 2 itself
+
+  def restore(self) -> None:
+    """Points descriptor 2 at the original stderr again (idempotent)."""
+    with self.restored:
+      os.dup2(self.original_fd, 2)
+
+  def watch(self) -> None:
+    """Waits for the relay to exit; if that happens before this process's exit, restores descriptor 2 so that the
+    program goes on (it still prints its lines and writes its checkpoints) and says so once."""
+    try:
+      _, status = os.waitpid(self.pid, 0)
+    except ChildProcessError:  # reaped elsewhere: it is gone all the same
+      status = None
+    self.ended.set()
+    if self.closing:
+      return
+    self.restore()
+    how = (f'killed by {signal.Signals(os.WTERMSIG(status)).name}' if status is not None and os.WIFSIGNALED(status)
+           else 'exited')
+    try:
+      os.write(2, f'warning: the console filter of TensorFlow\'s native log lines (PID {self.pid}) {how}; '
+                  f'its lines are shown from here, the run goes on.\n'.encode())
+    except OSError:
+      pass
+
+
+RELAY = None  # the `_Relay` of this process once `filter_native_stderr` has run
+
+
 def filter_native_stderr() -> None:
   """Sends this process's file descriptor 2 (and its children's) through `relay`, in a forked process that ignores
-  Ctrl-C and ends when the last writer closes the pipe. At exit, descriptor 2 is restored and the relay gets up to
-  2 s to pass on the last lines. Native fatal errors and everything Python prints still arrive."""
-  if not hasattr(os, 'fork'):
+  `RELAY_IGNORED_SIGNALS`, runs in a process group of its own and ends when the last writer closes the pipe: no
+  stop signal, to this process or to its group, ends it before the run has written its checkpoint and its last
+  lines. Should it die anyway (kill -9), a thread of this process notices at once, restores descriptor 2 and the
+  run goes on. At exit, descriptor 2 is restored and the relay gets up to 2 s to pass on the last lines. Native fatal
+  errors and everything Python prints still arrive."""
+  global RELAY  # pylint: disable=global-statement
+  if not hasattr(os, 'fork') or RELAY is not None:
     return
   sys.stderr.flush()
   try:
@@ -176,7 +238,9 @@ def filter_native_stderr() -> None:
     status = 0
     try:
       os.close(write_fd)
-      signal.signal(signal.SIGINT, signal.SIG_IGN)
+      os.setpgid(0, 0)
+      for name in RELAY_IGNORED_SIGNALS:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
       relay(read_fd, 2)
     except BaseException:  # pylint: disable=broad-except
       status = 1
@@ -185,17 +249,58 @@ def filter_native_stderr() -> None:
   os.close(read_fd)
   os.dup2(write_fd, 2)
   os.close(write_fd)
+  RELAY = _Relay(pid, original)
+  threading.Thread(target=RELAY.watch, name='stderr-relay-watch', daemon=True).start()
 
   @atexit.register
   def _restore():
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(original, 2)  # closes this process's end of the pipe
-    deadline = time.monotonic() + _RELAY_EXIT_WAIT_S
-    while time.monotonic() < deadline:
-      try:
-        if os.waitpid(pid, os.WNOHANG)[0]:
-          return
-      except ChildProcessError:  # already reaped
-        return
-      time.sleep(0.01)
+    try:
+      sys.stdout.flush()
+      sys.stderr.flush()
+    except (OSError, ValueError):
+      pass
+    RELAY.closing = True
+    RELAY.restore()  # closes this process's end of the pipe
+    RELAY.ended.wait(_RELAY_EXIT_WAIT_S)
+
+
+class SafeStream:
+  """A text stream (sys.stdout / sys.stderr) whose writes never raise: a closed terminal (EIO, after SSH drops) or a
+  pipe nobody reads (EPIPE) must not end a run that is writing its checkpoint. On such an error, stderr is pointed
+  back at its original descriptor if the relay is gone (`_Relay.restore`) and the text written again; otherwise the
+  text is dropped. Everything else is the wrapped stream's."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def _retry(self, call, *args):
+    try:
+      return call(*args)
+    except (OSError, ValueError):
+      pass
+    try:
+      if RELAY is not None and self._stream.fileno() == 2:
+        RELAY.restore()
+        return call(*args)
+    except (OSError, ValueError):
+      pass
+    return None
+
+  def write(self, text):
+    self._retry(self._stream.write, text)
+    return len(text)
+
+  def flush(self):
+    self._retry(self._stream.flush)
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
+def protect_streams() -> None:
+  """Wraps sys.stdout and sys.stderr in `SafeStream` (once), so that a print after the terminal closed or the
+  console filter died does not raise. Call at the start of a program."""
+  for name in ('stdout', 'stderr'):
+    stream = getattr(sys, name)
+    if stream is not None and not isinstance(stream, SafeStream):
+      setattr(sys, name, SafeStream(stream))

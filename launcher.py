@@ -13,7 +13,7 @@ The scripts stay thin: they define the flags below and hand over to `main`. The 
    that changes only the run's length or its logging and checkpoint intervals (`CONTINUATION_PARAMS`) continues it;
 7. hold the directory: one writer per run directory (`RunLock`, the file `run.lock`, held for the life of the
    process), so that a second training started on it is refused;
-8. run the system, or stop with a clear "not implemented yet" message while its issue is open; SIGINT / SIGTERM ask
+8. run the system, or stop with a clear "not implemented yet" message while its issue is open; SIGINT / SIGTERM / SIGHUP ask
    the system to stop at its next safe point and write its checkpoint (`StopSignals`).
 
 Every user error ends with one short message and a non-zero exit status (`EXIT_*`), never a traceback.
@@ -64,8 +64,8 @@ EXIT_UNAVAILABLE = 3  # a missing optional dependency, or a system that is not i
 # disk is full (at the start or during a save). The systems' errors of that kind carry this `exit_code`.
 EXIT_RUN_DIR = 4
 EXIT_DIVERGED = 5  # training produced non-finite values (IMPALA's learner or actors); no checkpoint holds them
-# Stopped by SIGINT / SIGTERM (after writing the checkpoint, or at once on a second signal): 128 + the signal number
-# (130, 143), as a shell reports a process killed by that signal, so that a scheduler sees an unfinished run.
+# Stopped by SIGINT / SIGTERM / SIGHUP (after writing the checkpoint, or at once on a second signal): 128 + the signal
+# number (130, 143, 129), as a shell reports a process killed by that signal, so that a scheduler sees an unfinished run.
 EXIT_SIGNAL_BASE = 128
 
 
@@ -678,7 +678,7 @@ def _write_error(run_dir: Path, error: OSError) -> LaunchError:
 
 
 class StopSignals:
-  """SIGINT / SIGTERM while a program runs.
+  """SIGINT / SIGTERM / SIGHUP (Ctrl-C; `timeout`, schedulers, `docker stop`; a closed terminal) while a program runs.
 
   The first asks the program to stop at its next safe point and write its checkpoint (`System.stop`; HIRO: the next
   episode end, IMPALA: after the current learner step) and says so on stderr; the program then returns as usual. A
@@ -686,7 +686,7 @@ class StopSignals:
   last checkpoint stays the one to resume from). A signal ignored by the parent (SIGINT of a background job) stays
   ignored. `received` is the name of the first signal, None if none came.
   """
-  SIGNALS = ('SIGINT', 'SIGTERM')
+  SIGNALS = ('SIGINT', 'SIGTERM', 'SIGHUP')
 
   def __init__(self, program: str, request_stop: Optional[Callable[[str], None]]):
     self._program = program
@@ -718,9 +718,13 @@ class StopSignals:
     if self._count == 1:
       self.received, self.signum = name, signum
     if self._count == 1 and self._request_stop is not None and self._request_stop(name):
-      # os.write: a print here could interrupt a print of the main thread (reentrant call).
-      os.write(2, f'run_{self._program}: {name} received: stopping at the next safe point and writing a checkpoint '
-                  f'(send {name} again to stop at once, without one).\n'.encode())
+      # os.write: a print here could interrupt a print of the main thread (reentrant call). A closed terminal
+      # (SIGHUP) makes it fail: the stop goes on.
+      try:
+        os.write(2, f'run_{self._program}: {name} received: stopping at the next safe point and writing a '
+                    f'checkpoint (send {name} again to stop at once, without one).\n'.encode())
+      except OSError:
+        pass
       return
     raise KeyboardInterrupt(name)
 
@@ -924,6 +928,7 @@ def run(program: str) -> None:
   from absl import app  # pylint: disable=g-import-not-at-top
 
   def app_main(argv):
+    console.protect_streams()
     if flags.FLAGS['verbosity'].present:  # absl's flag: third-party output at that level too
       console.verbose(flags.FLAGS.verbosity)
     else:

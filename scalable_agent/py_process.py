@@ -59,20 +59,24 @@ def _close_quietly(obj):
       logging.exception('close() of %s failed after an earlier error', type(obj).__name__)
 
 
+# The stop signals that a child ignores (`_worker`).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _worker(environment, constructor, conn):
   """The child's main loop (module level, so that `spawn` can import it).
 
   `environment` (dict str -> str) goes into the child's own `os.environ` before `constructor` (the pickled class,
   args and kwargs) is unpickled, i.e. before the class's module (and NumPy, e.g. OPENBLAS_NUM_THREADS) is imported.
   """
+  # Ctrl-C reaches the whole process group: the parent decides when the child closes (or dies, which ends the loop
+  # below with end of stream), so that the object's close() runs once, in order. The same for SIGTERM, which
+  # `timeout`, schedulers and `docker stop` send to every process of the job, and SIGHUP, which a closed terminal
+  # sends to its processes: the parent stops after its checkpoint and closes the child.
+  for signum in STOP_SIGNALS:
+    signal.signal(signum, signal.SIG_IGN)
   os.environ.update(environment)
   type_, args, kwargs = pickle.loads(constructor)  # Fails (the child exits, start() says so) if not importable.
-  # Ctrl-C reaches the whole process group: the parent decides when the child closes (or dies, which ends the loop
-  # below with end of stream), so that the object's close() runs once, in order.
-  # The same for SIGTERM, which a scheduler sends to every process of the job: the parent stops after its checkpoint
-  # and closes the child.
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-  signal.signal(signal.SIGTERM, signal.SIG_IGN)
   try:
     obj = type_(*args, **kwargs)
   except Exception as e:  # pylint: disable=broad-except
@@ -278,7 +282,7 @@ class PyProcess:
 
   def close(self, timeout=30.):
     """Asks the child to call the object's `close()` and exit; waits up to `timeout` s, then kills it (SIGKILL: the
-    child ignores SIGINT and SIGTERM).
+    child ignores the stop signals).
 
     Idempotent. A call waiting for its reply at that moment raises ProcessClosedError.
     """

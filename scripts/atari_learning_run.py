@@ -43,6 +43,9 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
 
+sys.path.insert(0, REPO_ROOT)
+
+import console  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 CONFIG = 'configs/impala_atari.gin'
@@ -121,13 +124,37 @@ def stop(args):
   if _is_paused(pid):
     _signal_group(args, signal.SIGCONT, 'resume')
   os.kill(pid, signal.SIGINT)  # The learner writes its checkpoint, then closes its actors' processes.
-  for _ in range(600):
-    if _running_pid(pid_path) is None:
-      print(f'stopped ({logdir}); `start` resumes it.')
-      return 0
-    time.sleep(1.)
+
+  def interrupted(signum, frame):  # pylint: disable=unused-argument
+    raise _Interrupted(signum)
+
+  for signum in STOP_SIGNALS:
+    signal.signal(signum, interrupted)
+  try:
+    for _ in range(600):
+      if _running_pid(pid_path) is None:
+        print(f'stopped ({logdir}); `start` resumes it.')
+        return 0
+      time.sleep(1.)
+  except _Interrupted as e:
+    name = signal.Signals(e.signum).name
+    print(f'stop: {name} while waiting; the learner (pid {pid}) goes on writing its checkpoint and stops; '
+          f'`status` says when.', file=sys.stderr, flush=True)
+    return 128 + e.signum
   print(f'pid {pid} is still running after 10 minutes.', file=sys.stderr)
   return 1
+
+
+# The signals that end this script's own wait (Ctrl-C; `timeout`, schedulers; a closed terminal), with 128 + the
+# signal's number. The run it started is in a session of its own, so none of them reaches it.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Interrupted(Exception):
+
+  def __init__(self, signum):
+    super().__init__(signum)
+    self.signum = signum
 
 
 def _pause_intervals(pauses_path):
@@ -298,4 +325,5 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
+  console.protect_streams()  # a closed terminal (SIGHUP) must not fail the last lines
   sys.exit(main())

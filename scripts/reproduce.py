@@ -181,8 +181,12 @@ class SeedSpec:
 
 
 SCRIPTS = {'train': 'run_train.py', 'eval': 'run_eval.py'}
-# The exit statuses of a training or evaluation stopped on request (docs/reliability.md): SIGINT 130, SIGTERM 143
-STOPPED_EXIT_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)  # (negative: the signal came before its handler)
+# The signals that stop the kit (Ctrl-C; `timeout`, schedulers; a closed terminal): it stops the processes it
+# started (they write their checkpoints) and exits with 128 + the signal's number.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The exit statuses of a training or evaluation stopped on request (docs/reliability.md): SIGINT 130, SIGTERM 143,
+# SIGHUP 129 (negative: the signal came before its handler)
+STOPPED_EXIT_CODES = tuple(128 + s for s in STOP_SIGNALS) + tuple(-s for s in STOP_SIGNALS)
 
 
 class Stopped(str):
@@ -688,7 +692,8 @@ class Refresher(object):
 
 
 def run_local(plan, refresher):
-  """Runs `plan.parallel` seed jobs at once in threads of this process; returns their results."""
+  """Runs `plan.parallel` seed jobs at once in threads of this process; returns (their results, the exit status of a
+  stop: 128 + the signal's number, 130 when a seed was stopped from outside, None when nothing stopped)."""
   stop = threading.Event()
   results, queue = [], list(plan.specs)
   threads = {}
@@ -706,12 +711,17 @@ def run_local(plan, refresher):
       say('stopping: a seed was stopped from outside; the other seeds stop too (the same command resumes).')
       stop.set()  # the whole kit stops, rather than starting the seeds still queued
 
+  received = []  # the stop signal that came first
+
   def on_signal(signum, frame):  # pylint: disable=unused-argument
+    if not received:
+      received.append(signum)
     if not stop.is_set():
-      say('stopping: the processes the kit started get SIGINT (the same command resumes).')
+      say(f'stopping ({signal.Signals(signum).name}): the processes the kit started get SIGINT (the same command '
+          f'resumes).')
       stop.set()
 
-  previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+  previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
   slots = core_slots(plan.parallel)
   slot_of = {}  # seed -> its slot in `slots`
   try:
@@ -733,11 +743,11 @@ def run_local(plan, refresher):
   finally:
     for s, handler in previous.items():
       signal.signal(s, handler)
-  return results, stop.is_set()
+  return results, (128 + received[0] if received else 130 if stop.is_set() else None)
 
 
 def run_ray(plan, refresher, address):
-  """Runs the seed jobs as Ray tasks (one CPU each), at most `plan.parallel` at once."""
+  """Runs the seed jobs as Ray tasks (one CPU each), at most `plan.parallel` at once; returns as `run_local`."""
   try:
     import ray  # pylint: disable=g-import-not-at-top
   except ImportError:
@@ -748,7 +758,14 @@ def run_ray(plan, refresher, address):
     ray.init(num_cpus=plan.parallel, include_dashboard=False)
   remote = ray.remote(num_cpus=1, max_retries=0)(run_seed)
   queue, pending, results = list(plan.specs), {}, []
-  stopped = False
+  stopped = None
+  received = [signal.SIGINT]  # the stop signal (Ctrl-C raises KeyboardInterrupt itself)
+
+  def on_signal(signum, frame):  # pylint: disable=unused-argument
+    received[0] = signum
+    raise KeyboardInterrupt
+
+  previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS[1:] if signal.getsignal(s) != signal.SIG_IGN}
   try:
     while queue or pending:
       while queue and len(pending) < plan.parallel:
@@ -766,8 +783,9 @@ def run_ray(plan, refresher, address):
         say(result['message'])
       refresher()
   except KeyboardInterrupt:
-    stopped = True
-    say('stopping: cancelling the Ray tasks (their processes get SIGINT; the same command resumes).')
+    stopped = 128 + received[0]
+    say(f'stopping ({signal.Signals(received[0]).name}): cancelling the Ray tasks (their processes get SIGINT; the '
+        f'same command resumes).')
     for ref in pending:
       ray.cancel(ref)
     for ref in pending:
@@ -776,6 +794,8 @@ def run_ray(plan, refresher, address):
       except (ray.exceptions.RayError, KeyboardInterrupt):
         pass
   finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
     ray.shutdown()
   return results, stopped
 
@@ -961,9 +981,10 @@ def main(argv=None):
   for result in failed:
     print(result['message'], file=sys.stderr, flush=True)
   if stopped or any(r['state'] == 'stopped' for r in results):
-    return 130
+    return stopped or 130  # 128 + the stop signal's number (130: a seed was stopped from outside, `--stop`)
   return 1 if failed else 0
 
 
 if __name__ == '__main__':
+  console.protect_streams()  # a closed terminal (SIGHUP) must not fail the kit's last lines
   sys.exit(main())

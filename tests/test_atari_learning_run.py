@@ -2,8 +2,10 @@
 latest checkpoint, and the mean of the last episodes the run printed to its log."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -94,3 +96,28 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
   green = np.all(image == (0, 160, 0), axis=-1)
   assert green.any()  # The test-mode marker, at the right edge (4000 frames is the last step).
   assert np.nonzero(green)[1].min() > image.shape[1] * 0.9
+
+
+def test_stop_interrupted_by_a_closed_terminal_leaves_the_learner_stopping(tmp_path):
+  """`stop` sends the learner SIGINT and waits; SIGHUP to the script's process group (its terminal closed) ends the
+  wait with status 129 and a line saying the learner goes on; the learner, in a session of its own as `start` starts
+  it, is not reached. (The stand-in learner ignores SIGINT, as a learner busy writing its checkpoint seems to.)"""
+  (tmp_path / 'pong.control').mkdir()
+  learner = subprocess.Popen([sys.executable, '-c', 'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)'
+                              '\nprint(1, flush=True)\ntime.sleep(120)'], stdout=subprocess.PIPE,
+                             start_new_session=True)
+  try:
+    assert learner.stdout.readline().strip() == b'1'
+    (tmp_path / 'pong.control' / 'train.pid').write_text(str(learner.pid))
+    stop = subprocess.Popen([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'stop',
+                             '--logdir', str(tmp_path / 'pong')], stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    time.sleep(3)
+    os.killpg(stop.pid, signal.SIGHUP)
+    assert stop.wait(timeout=60) == 129
+    assert stop.stderr.read() == (f'stop: SIGHUP while waiting; the learner (pid {learner.pid}) goes on writing its '
+                                  'checkpoint and stops; `status` says when.\n')
+    assert learner.poll() is None
+  finally:
+    learner.kill()
+    learner.wait()

@@ -44,9 +44,9 @@ def kit_command(root, seeds=2, extra=(), steps=STEPS):
 class Kit(object):
   """The kit as a child process whose output lines are collected by a thread."""
 
-  def __init__(self, command):
+  def __init__(self, command, new_session=False):
     self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), start_new_session=new_session)
     self.lines, self._queue = [], queue.Queue()
     threading.Thread(target=self._read, daemon=True).start()
 
@@ -251,6 +251,44 @@ def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
     assert reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) < steps + 100  # stopped midway
     assert not reproduce.running('run_train.py', os.path.join(root, f'seed_{seed}'))
     assert not reproduce.running('run_eval.py', os.path.join(root, f'seed_{seed}', 'eval'))
+
+
+def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
+  """A closed terminal: SIGHUP to the kit's process group. The kit stops its seeds (their trainings write their
+  checkpoints: exit 130 on the kit's SIGINT), exits with 129 and leaves no process; the same command resumes each
+  seed from its checkpoint."""
+  root = str(tmp_path / 'r')
+  steps = 20 * STEPS
+  kit = Kit(kit_command(root, seeds=2, extra=['--parallel', '2'], steps=steps), new_session=True)
+  try:
+    wait_until(lambda: all(reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
+               'both trainings midway')
+    os.killpg(kit.process.pid, signal.SIGHUP)
+    assert kit.process.wait(timeout=300) == 129, kit.output()[-3000:]
+  finally:
+    if kit.process.poll() is None:
+      kit.process.kill()
+  out = kit.output()
+  assert 'stopping (SIGHUP): the processes the kit started get SIGINT (the same command resumes).' in out, out
+  assert 'Traceback' not in out and 'restarting it' not in out, out
+  stopped_at = {}
+  for seed in (0, 1):
+    directory = os.path.join(root, f'seed_{seed}')
+    assert not reproduce.running('run_train.py', directory) and not reproduce.running('run_eval.py', directory + '/eval')
+    with open(os.path.join(root, 'logs', f'seed_{seed}.train.log')) as f:
+      log = f.read()
+    assert 'run_train: stopped by SIGINT after writing the checkpoint' in log, log[-2000:]
+    stopped_at[seed] = reproduction.full_checkpoint_step(directory)
+    assert 0 < stopped_at[seed] < steps + 100
+  again = Kit(kit_command(root, seeds=2, extra=['--parallel', '2'], steps=steps))
+  try:
+    for seed in (0, 1):
+      wait_until(lambda seed=seed: f'Resumed from {root}/seed_{seed}/model.ckpt-{stopped_at[seed]} at global step '
+                 f'{stopped_at[seed]}.' in open(os.path.join(root, 'logs', f'seed_{seed}.train.log')).read(),
+                 f'seed {seed} resumed')
+  finally:
+    again.process.send_signal(signal.SIGINT)
+    assert again.process.wait(timeout=300) == 130, again.output()[-3000:]
 
 
 def test_kit_user_errors(tmp_path):
