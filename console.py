@@ -233,19 +233,29 @@ def filter_native_stderr() -> None:
   except OSError:  # no descriptor 2 (a daemon): nothing to filter
     return
   read_fd, write_fd = os.pipe()
+  # The signals stay blocked from before the fork until the relay ignores them (one that comes meanwhile is then
+  # discarded) and has its own process group; in this process they are delivered once the fork is done.
+  ignored = {getattr(signal, name) for name in RELAY_IGNORED_SIGNALS}
+  mask = signal.pthread_sigmask(signal.SIG_BLOCK, ignored)
   pid = os.fork()
   if pid == 0:  # the relay
     status = 0
     try:
       os.close(write_fd)
       os.setpgid(0, 0)
-      for name in RELAY_IGNORED_SIGNALS:
-        signal.signal(getattr(signal, name), signal.SIG_IGN)
+      for signum in ignored:
+        signal.signal(signum, signal.SIG_IGN)
+      signal.pthread_sigmask(signal.SIG_SETMASK, mask)
       relay(read_fd, 2)
     except BaseException:  # pylint: disable=broad-except
       status = 1
     finally:
       os._exit(status)  # pylint: disable=protected-access
+  try:
+    os.setpgid(pid, pid)  # (also done by the relay: whichever runs first)
+  except OSError:
+    pass
+  signal.pthread_sigmask(signal.SIG_SETMASK, mask)
   os.close(read_fd)
   os.dup2(write_fd, 2)
   os.close(write_fd)

@@ -233,7 +233,12 @@ class _ActorThread:
         except py_process.ProcessClosedError as e:
           if self._stop.is_set():
             return
-          self.actor.reset(self.environment.restart(e))
+          try:
+            self.actor.reset(self.environment.restart(e))
+          except py_process.ProcessClosedError:
+            if progress_lib.stop_requested():  # the stop signal reached the new process as it started: expected
+              return
+            raise
           continue
         while not self._stop.is_set():
           try:
@@ -365,16 +370,19 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
 
 def _next_batch(batches, actor_threads, errors, prefetch_thread):
   """The next prefetched batch, or None when a stop was requested (`progress.request_stop`) while waiting; raises
-  the error of an actor or of the prefetch thread if one failed."""
+  the error of an actor or of the prefetch thread if one failed. A stop request comes before an actor's failure
+  (other than non-finite logits): a signal sent to the whole process group may end environment processes too, and
+  the learner still writes its checkpoint."""
   while True:
     for actor_thread in actor_threads:
       if isinstance(actor_thread.error, learner_lib.NonFiniteError):
         raise learner_lib.NonFiniteError(f'actor {actor_thread.index}: {actor_thread.error}') from None
+    if progress_lib.stop_requested():
+      return None
+    for actor_thread in actor_threads:
       if actor_thread.error is not None:
         raise RuntimeError(f'actor {actor_thread.index} ({actor_thread.level_name}) failed: '
                            f'{actor_thread.error!r}') from actor_thread.error
-    if progress_lib.stop_requested():
-      return None
     if errors:
       raise RuntimeError(f'the prefetch thread failed: {errors[0]!r}') from errors[0]
     try:

@@ -24,6 +24,7 @@ import inspect
 import logging
 import multiprocessing
 import multiprocessing.pool
+from multiprocessing import resource_tracker
 import os
 import pickle
 import signal
@@ -75,6 +76,7 @@ def _worker(environment, constructor, conn):
   # sends to its processes: the parent stops after its checkpoint and closes the child.
   for signum in STOP_SIGNALS:
     signal.signal(signum, signal.SIG_IGN)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by `PyProcess.start` until now
   os.environ.update(environment)
   type_, args, kwargs = pickle.loads(constructor)  # Fails (the child exits, start() says so) if not importable.
   try:
@@ -228,7 +230,16 @@ class PyProcess:
     constructor = pickle.dumps((self.type, self._args, self._kwargs))
     self._process = _CONTEXT.Process(target=_worker, args=(dict(environment or {}), constructor, child_conn),
                                      name=f'PyProcess-{self.type.__name__}', daemon=True)
-    self._process.start()
+    # The child inherits this thread's signal mask (through fork and exec): with the stop signals blocked until
+    # `_worker` ignores them, a stop signal sent to the process group while the child starts does not kill it.
+    # (multiprocessing's resource tracker, when it has to be started again, unblocks SIGINT and SIGTERM in the
+    # calling thread after it started: it is made sure of first.)
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+      self._process.start()
+    finally:
+      signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     child_conn.close()  # So that the child's death reads as end of stream here.
     try:
       status, payload = self._conn.recv()

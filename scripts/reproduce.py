@@ -57,7 +57,7 @@ LOG_DIR = 'logs'
 # Bindings the kit sets itself (each has a flag): a --gin_param may not set them.
 _KIT_BINDINGS = {'train_uvf.seed': '--seeds', 'train_uvf.save_policy_every_n_steps': '--policy_every',
                  'train_uvf.num_episodes_train': '--steps', 'evaluate.num_episodes_eval': '--eval_episodes',
-                 'evaluate.checkpoint_timeout': '--eval_timeout', 'evaluate.num_threads': None,
+                 'evaluate.checkpoint_timeout': '--eval_timeout', 'evaluate.num_threads': None, 'evaluate.seed': None,
                  'evaluate.checkpoint_path': None, 'evaluate.checkpoint_range': None}
 # Evaluation is this much faster than training per environment step (docs/hiro_evaluation.md: 6.6x for an
 # untrained policy, 12-19x for trained ones): an evaluation's share of a core, for the default --parallel.
@@ -169,6 +169,11 @@ class SeedSpec:
   repo_root: str
   threads: int = 0  # TensorFlow threads of the training process (TF_NUM_INTRAOP_THREADS); 0: TensorFlow's default
   cpus: tuple = ()  # the cores the training process is pinned to (sched_setaffinity); (): not pinned
+  heldout_dir: str = ''  # the held-out evaluations' eval_dir (uvf.reproduction.HELDOUT_DIR)
+  heldout_command: list = dataclasses.field(default_factory=list)  # run_eval.py of one held-out policy, less its
+  # --checkpoint_path
+  budget: int = 0  # the Table 1 budget: the best and final policies are chosen within it
+  primary_mode: str = ''
 
   def log(self, kind):
     return os.path.join(self.log_dir, f'seed_{self.seed}.{kind}.log')
@@ -177,10 +182,10 @@ class SeedSpec:
     return os.path.join(self.log_dir, f'seed_{self.seed}.{kind}.pid')
 
   def directory(self, kind):
-    return self.train_dir if kind == 'train' else self.eval_dir
+    return {'train': self.train_dir, 'eval': self.eval_dir, 'heldout': self.heldout_dir}[kind]
 
 
-SCRIPTS = {'train': 'run_train.py', 'eval': 'run_eval.py'}
+SCRIPTS = {'train': 'run_train.py', 'eval': 'run_eval.py', 'heldout': 'run_eval.py'}  # the kit's process kinds
 # The signals that stop the kit (Ctrl-C; `timeout`, schedulers; a closed terminal): it stops the processes it
 # started (they write their checkpoints) and exits with 128 + the signal's number.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -203,9 +208,10 @@ def started_by_kit(spec, kind, pid):
   return bool(record) and record.get('pid') == pid and record.get('start_ticks') == process_start_ticks(pid)
 
 
-def start_process(spec, kind):
-  """Starts the training or evaluation of a seed, its output appended to its log; records its pid file."""
-  command = spec.train_command if kind == 'train' else spec.eval_command
+def start_process(spec, kind, command=None):
+  """Starts the training, evaluation or a held-out evaluation (`command`) of a seed, its output appended to its log;
+  records its pid file."""
+  command = command or (spec.train_command if kind == 'train' else spec.eval_command)
   os.makedirs(spec.log_dir, exist_ok=True)
   log = open(spec.log(kind), 'ab')  # pylint: disable=consider-using-with
   log.write(f'\n=== reproduce.py {datetime.datetime.now().isoformat(timespec="seconds")}: '
@@ -362,13 +368,51 @@ def run_seed(spec, stop=None, report=say):
         start('eval')
       if complete and not pending:
         stop_own('eval', signal.SIGTERM)
+        failure = evaluate_heldout(spec, stop, report)
+        if failure:
+          state = 'stopped' if isinstance(failure, Stopped) else 'failed'
+          return {'seed': spec.seed, 'state': state, 'message': f'{name}: {failure}'}
         return {'seed': spec.seed, 'state': 'done',
-                'message': f'{name}: done ({full} steps, {len(policies)} policy checkpoints evaluated).'}
+                'message': f'{name}: done ({full} steps, {len(policies)} policy checkpoints evaluated, the best and '
+                           f'final ones held out).'}
       time.sleep(spec.poll_secs)
   except KeyboardInterrupt:  # Ray's cancel
     for kind in ('train', 'eval'):
       stop_own(kind)
     raise
+
+
+def heldout_pending(spec):
+  """The steps of a seed's policies that the held-out view needs and that are not evaluated there yet (its best and
+  final policies within the budget, `uvf.reproduction.heldout_steps`)."""
+  from uvf import reproduction as rep  # pylint: disable=g-import-not-at-top,redefined-outer-name,reimported
+  curve = rep.seed_curves(rep.load_results(spec.eval_dir), [spec.primary_mode])[spec.primary_mode]
+  done = {int(row['step']) for row in rep.load_results(spec.heldout_dir) if row['mode'] == spec.primary_mode}
+  return [step for step in dict.fromkeys(rep.heldout_steps(curve, spec.budget)) if step is not None and
+          step not in done]
+
+
+def evaluate_heldout(spec, stop=None, report=say):
+  """Evaluates a done seed's best and final policies on the held-out episodes, one `run_eval.py --checkpoint_path`
+  each (in `spec.heldout_dir`). Returns None, or the failure (a `Stopped` when stopped on request)."""
+  for step in heldout_pending(spec):
+    command = spec.heldout_command + ['--checkpoint_path', f'model.ckpt-{step}']
+    process = start_process(spec, 'heldout', command)
+    report(f'seed {spec.seed}: held-out evaluation of the policy at step {step} (pid {process.pid}); log '
+           f'{spec.log("heldout")}')
+    while process.poll() is None:
+      if stop is not None and stop.is_set():
+        stop_pid(process.pid)
+        process.wait()
+        return Stopped('held-out evaluation stopped; the same command runs it again.')
+      time.sleep(min(spec.poll_secs, 1.0))
+    if process.returncode in STOPPED_EXIT_CODES:
+      return Stopped(f'held-out evaluation was stopped (exit status {process.returncode}); the same command runs it '
+                     'again.')
+    if process.returncode != 0:
+      return (f'held-out evaluation of step {step} exited with status {process.returncode}; see '
+              f'{spec.log("heldout")}:\n{log_tail(spec.log("heldout"))}')
+  return None
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -423,6 +467,7 @@ class Plan:
   budget: int
   only: tuple = ()  # --only_seeds: the seeds this launch trains and evaluates; (): all
   imported: dict = dataclasses.field(default_factory=dict)  # --results_from: seed -> rows evaluated elsewhere
+  imported_heldout: dict = dataclasses.field(default_factory=dict)  # the same for their held-out evaluations
 
   def run_specs(self):
     """The seeds this launch trains and evaluates (--only_seeds; default all)."""
@@ -492,23 +537,36 @@ def make_plan(args):
       except launcher.LaunchError as e:
         raise KitError(f'seed {seed} ({program}): {e}') from None
     resumes[seed] = tuple(checks)
+    heldout_dir = os.path.join(train_dir, reproduction.HELDOUT_DIR)
+    heldout_args = configs + ['--train_dir', train_dir, '--eval_dir', heldout_dir] + user + [
+        '--gin_param', f'evaluate.num_episodes_eval = {reproduction.HELDOUT_EPISODES}',
+        '--gin_param', f'evaluate.seed = {reproduction.HELDOUT_SEED}',
+        '--gin_param', f"evaluate.eval_modes = ['{protocol.primary_mode}']",
+        '--gin_param', f'evaluate.num_threads = {threads}']
     specs.append(SeedSpec(
         seed=seed, train_dir=train_dir, eval_dir=eval_dir,
         train_command=[sys.executable, os.path.join(REPO_ROOT, 'run_train.py')] + train_args,
         eval_command=[sys.executable, os.path.join(REPO_ROOT, 'run_eval.py')] + eval_args,
         log_dir=os.path.join(root, LOG_DIR), run_length=length, modes=list(protocol.modes), poll_secs=args.poll_secs,
-        max_restarts=args.max_restarts, detach=args.backend == 'local', repo_root=REPO_ROOT, threads=threads))
+        max_restarts=args.max_restarts, detach=args.backend == 'local', repo_root=REPO_ROOT, threads=threads,
+        heldout_dir=heldout_dir, budget=args.budget or args.steps, primary_mode=protocol.primary_mode,
+        heldout_command=[sys.executable, os.path.join(REPO_ROOT, 'run_eval.py')] + heldout_args))
   manifest = {
       'config_files': configs, 'bindings': list(args.gin_param), 'gin_config': base_config,
       'policy_every': args.policy_every, 'eval_episodes': args.eval_episodes, 'protocol': protocol.to_json(),
       'steps': args.steps, 'num_episodes_train': episodes, 'run_length': length, 'seeds': args.seeds,
   }
-  imported = {}
+  imported, imported_heldout = {}, {}
   for path in args.results_from:
     for seed, rows in load_per_seed_csv(path, protocol, args.seeds).items():
       imported.setdefault(seed, []).extend(rows)
+    heldout = os.path.join(os.path.dirname(path), 'heldout.csv')  # written beside it by the same aggregate
+    if os.path.isfile(heldout):
+      for seed, rows in load_per_seed_csv(heldout, protocol, args.seeds).items():
+        imported_heldout.setdefault(seed, []).extend(rows)
   return Plan(root=root, name=name, protocol=protocol, specs=specs, resumes=resumes, manifest=manifest,
-              parallel=parallel, budget=args.budget or args.steps, only=only, imported=imported)
+              parallel=parallel, budget=args.budget or args.steps, only=only, imported=imported,
+              imported_heldout=imported_heldout)
 
 
 def parse_only_seeds(value, seeds):
@@ -604,14 +662,21 @@ def seed_rows(plan):
           for spec in plan.specs}
 
 
+def heldout_rows(plan):
+  """{seed: the rows of its held-out evaluations}, as `seed_rows`."""
+  return {spec.seed: reproduction.load_results(spec.heldout_dir) or plan.imported_heldout.get(spec.seed, [])
+          for spec in plan.specs}
+
+
 def status_table(plan, now=None):
   """The per-seed table of --status (and of the running kit, every --report_every seconds)."""
   now = time.time() if now is None else now
   primary = plan.protocol.primary_mode
   header = (f'{"seed":>4}  {"state":<30} {"steps":>10} {"of":>10} {"steps/s":>8} {"ETA":>7}  {"evaluated":>9}  '
-            f'{"latest " + primary:>20}  {"best within " + reproduction.steps_label(plan.budget):>22}')
+            f'{"latest " + primary:>20}  {"best within " + reproduction.steps_label(plan.budget):>22}  '
+            f'{"held out: best / final":>22}')
   lines = [header]
-  all_rows = seed_rows(plan)
+  all_rows, all_heldout = seed_rows(plan), heldout_rows(plan)
   for spec in plan.specs:
     progress = reproduction.read_progress(spec.train_dir, spec.log('train'), now)
     rows = all_rows[spec.seed]
@@ -644,18 +709,21 @@ def status_table(plan, now=None):
     latest = f'{curve[-1].success:.2f} @ {reproduction.steps_label(curve[-1].step)}' if curve else ''
     best = reproduction.best_within(curve, plan.budget)
     best = f'{best.success:.2f} @ {reproduction.steps_label(best.step)}' if best else ''
+    again = {p.step: p.success for p in reproduction.seed_curves(all_heldout[spec.seed], [primary])[primary]}
+    heldout = ' / '.join('-' if again.get(step) is None else f'{again[step]:.2f}'
+                         for step in reproduction.heldout_steps(curve, plan.budget))
     evaluated = f'{len(done & set(progress["policy_steps"]))}/{len(progress["policy_steps"])}'
     if imported and not progress['policy_steps']:  # the seed's run directory is elsewhere: what was evaluated there
       steps, evaluated = str(max(done, default=0)), f'{len(done)}/{len(done)}'
     lines.append(f'{spec.seed:>4}  {state:<30} {steps:>10} {spec.run_length:>10} '
                  f'{(f"{rate:.0f}" if rate else ""):>8} {reproduction.format_duration(eta):>7}  {evaluated:>9}  '
-                 f'{latest:>20}  {best:>22}')
+                 f'{latest:>20}  {best:>22}  {heldout if curve else "":>22}')
   return '\n'.join(lines)
 
 
 def refresh(plan, write=True):
   """Aggregates the seeds' evaluations; writes <root>/aggregate/ when `write`. Returns the summary lines."""
-  result = reproduction.aggregate(seed_rows(plan), plan.protocol, plan.budget)
+  result = reproduction.aggregate(seed_rows(plan), plan.protocol, plan.budget, heldout_rows(plan))
   if write:
     reproduction.write_outputs(result, os.path.join(plan.root, AGGREGATE_DIR), plan.name)
   return reproduction.summary_lines(result)
@@ -671,8 +739,9 @@ class Refresher(object):
   def __call__(self, force=False):
     signature = []
     for spec in self.plan.specs:
-      path = os.path.join(spec.eval_dir, reproduction.RESULTS_FILE)
-      signature.append(os.path.getmtime(path) if os.path.exists(path) else None)
+      for directory in (spec.eval_dir, spec.heldout_dir):
+        path = os.path.join(directory, reproduction.RESULTS_FILE)
+        signature.append(os.path.getmtime(path) if os.path.exists(path) else None)
     if force or signature != self.signature:
       self.signature = signature
       try:
@@ -807,7 +876,7 @@ def run_ray(plan, refresher, address):
 def stop_kit_processes(plan):
   """--stop: SIGINT to the live processes the kit started (pid files); others are listed, not touched."""
   for spec in plan.specs:
-    for kind in ('train', 'eval'):
+    for kind in SCRIPTS:
       for pid in running(SCRIPTS[kind], spec.directory(kind)):
         if started_by_kit(spec, kind, pid):
           say(f'seed {spec.seed}: stopping {kind} (pid {pid}).')

@@ -183,6 +183,23 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
       assert float(curve[0]['final_distance_mean']) == pytest.approx(np.mean(distances))
   assert table['eval3']['primary'] == '1' and float(table['eval3']['paper_success']) == 0.99
   assert Image.open(os.path.join(root, 'aggregate', 'ant_maze.png')).size[0] == 1000
+
+  # Held out: each seed's best eval3 policy (re-computed here: the highest success, the earliest of equal ones) and
+  # its final one (step 600) evaluated again, eval3 only, on 100 episodes from evaluation seed 1000.
+  best_heldout = []
+  for seed, rows in seed_rows.items():
+    eval3 = sorted((r for r in rows if r['mode'] == 'eval3'), key=lambda r: (-r['success_rate'], r['step']))
+    best_step = eval3[0]['step']
+    heldout_dir = os.path.join(root, f'seed_{seed}', 'heldout')
+    with open(os.path.join(heldout_dir, 'results.json')) as f:
+      heldout = json.load(f)
+    assert sorted(r['step'] for r in heldout) == sorted({best_step, STEPS})
+    assert {(r['mode'], r['num_episodes']) for r in heldout} == {('eval3', 100)}
+    with open(os.path.join(heldout_dir, 'run.json')) as f:
+      assert 'evaluate.seed = 1000' in json.load(f)['bindings']
+    best_heldout.append(next(r['success_rate'] for r in heldout if r['step'] == best_step))
+  assert float(table['eval3']['heldout_best_mean']) == pytest.approx(np.mean(best_heldout))
+  assert table['eval3']['seeds_reaching_threshold'] == str(sum(v >= 0.5 for v in best_heldout))
   with open(os.path.join(root, 'reproduce.json')) as f:
     assert len(json.load(f)['launches']) == 2
 

@@ -42,6 +42,7 @@ IMPALA = ['configs/impala_builtin.gin', '--num_actors=2', '--batch_size=2', '--u
 class Run:
   """`run_train.py ARGS` in a new session (its own process group), under `prefix` (e.g. `timeout 600`), output to
   files."""
+  started = []  # every Run of the current test (`_no_process_left` kills what a failed test left running)
 
   def __init__(self, log_dir, name, args, prefix=()):
     self.out, self.err = log_dir / f'{name}.out', log_dir / f'{name}.err'
@@ -49,6 +50,7 @@ class Run:
       self.process = subprocess.Popen(list(prefix) + [sys.executable, 'run_train.py'] + list(args), cwd=REPO,
                                       stdout=out, stderr=err, start_new_session=True)
     self.pid = self.process.pid
+    Run.started.append(self)
 
   def text(self):
     return self.out.read_text() + self.err.read_text()
@@ -76,6 +78,21 @@ class Run:
   def report(self):
     return f'exit {self.process.poll()}\n--- stdout\n{self.out.read_text()[-3000:]}\n--- stderr\n' \
            f'{self.err.read_text()[-4000:]}'
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left():
+  """After each test, even a failed one: the process groups of its runs killed, their relays with them."""
+  yield
+  for run in Run.started:
+    relays = [pid for pid, (parent, group) in _processes().items() if parent == run.pid and group == pid]
+    for group in [run.pid] + relays:
+      try:
+        os.killpg(group, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+    run.process.wait()
+  Run.started.clear()
 
 
 def _processes():
@@ -139,6 +156,9 @@ def _stop_cases(tmp_path, args, ready, stopped_line, resumed_line):
     assert resumed_from is None or count >= resumed_from
     resumed_from = count
     times[name] = waited
+    deadline = time.monotonic() + 10  # (multiprocessing's resource tracker ends once the learner's pipe closes)
+    while process_group_members(run.pid) and time.monotonic() < deadline:
+      time.sleep(.1)
     assert not process_group_members(run.pid), f'{name}: processes of the group left'
 
   def expected_code(name, signal_name):
@@ -228,3 +248,25 @@ def test_the_relay_outlives_every_stop_signal_and_ends_with_its_pipe(signum):
   while relay in _processes() and time.monotonic() < deadline:
     time.sleep(.05)
   assert relay not in _processes()
+
+
+def test_impala_learner_checkpoints_when_its_environment_processes_die_with_the_stop(tmp_path):
+  """The environment processes share the learner's process group: here they, and every other child in the group,
+  die (SIGKILL) just before the group's SIGTERM. The learner still writes its checkpoint, prints its stop lines and exits 143."""
+  run_dir = tmp_path / 'run'
+  run = Run(tmp_path, 'impala', IMPALA + ['--train_dir', str(run_dir)])
+  run.wait_for(r'Episode return')
+  # The 2 environment processes (and multiprocessing's resource tracker): every child in the group.
+  children = [pid for pid, (parent, group) in _processes().items() if parent == run.pid and group == run.pid]
+  assert len(children) >= 2, _processes()
+  for pid in children:
+    os.kill(pid, signal.SIGKILL)
+  time.sleep(0.3)  # they die first: the actors notice before the learner's stop request comes
+  os.killpg(run.pid, signal.SIGTERM)
+  code, _ = run.wait()
+  text = run.text()
+  assert code == 143 and 'Traceback' not in text, run.report()
+  stopped = re.search(r'Interrupted at (\d+) environment frames of 100000000 \(SIGTERM\)\. Checkpoint: \S+model\.ckpt-'
+                      r'\1', text)
+  assert stopped and int(stopped.group(1)) == max(_checkpoint_steps(run_dir)), run.report()
+  assert 'run_train: stopped by SIGTERM after writing the checkpoint' in text

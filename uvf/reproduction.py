@@ -23,6 +23,7 @@ distances are maze units.
 
 import csv
 import dataclasses
+import functools
 import glob
 import io
 import json
@@ -333,17 +334,105 @@ def figure4(curve):
           'last_success_mean': curve[-1]['success_mean']}
 
 
-def aggregate(seed_rows, protocol, budget):
+# The held-out view: numbers that selection cannot inflate. "Best within the budget" (Table 1) is the maximum over
+# ~60 noisy evaluations of 50 episodes on the selection start states (evaluate.seed 0), an optimistic statistic. Each
+# seed's best policy (selected exactly as in Table 1) and its final policy (at the budget) are evaluated again on
+# HELDOUT_EPISODES episodes whose start states come from HELDOUT_SEED, never used for selection.
+HELDOUT_SEED = 1000  # evaluate.seed of the held-out evaluations
+HELDOUT_EPISODES = 100
+HELDOUT_DIR = 'heldout'  # the held-out evaluations' eval_dir, in each seed's run directory
+SUCCESS_THRESHOLD = 0.5  # a seed learns the task when its best policy's held-out success reaches this
+BOOTSTRAP_REPS = 2_000  # stratified-bootstrap resamples of the seeds for the IQM's 95% interval (rliable's examples'
+# number; with 5 seeds there are only 126 distinct resamples)
+
+
+def heldout_steps(points, budget):
+  """The policies of one seed (its selection curve of the headline mode) that the held-out view evaluates again:
+  (best step, final step). best: `best_within(points, budget)`'s step; final: the last evaluated step <= budget, once
+  the seed has been evaluated at a step >= budget (else None: the final policy does not exist yet)."""
+  best = best_within(points, budget)
+  steps = [p.step for p in points]
+  final = max((s for s in steps if s <= budget), default=None) if steps and max(steps) >= budget else None
+  return (best.step if best else None), final
+
+
+def iqm_interval(values, reps=BOOTSTRAP_REPS, seed=0):
+  """rliable's interquartile mean (the 25% trimmed mean) of `values`, one score per seed, and its 95% stratified
+  bootstrap interval (percentile method, `reps` resamples of the seeds; Agarwal et al. 2021): (iqm, low, high), or
+  None without values. Reproducible: NumPy's global generator, which rliable draws from, is seeded with `seed` for
+  the call and restored after it."""
+  values = tuple(float(v) for v in values)
+  return _iqm_interval(values, int(reps), int(seed)) if values else None
+
+
+@functools.lru_cache(maxsize=256)
+def _iqm_interval(values, reps, seed):
+  values = np.asarray(values, np.float64)
+  from rliable import library, metrics  # pylint: disable=g-import-not-at-top  (pandas, arch: only when needed)
+  state = np.random.get_state()
+  np.random.seed(seed)
+  try:
+    point, interval = library.get_interval_estimates(
+        {'seeds': values.reshape(-1, 1)}, lambda scores: np.array([metrics.aggregate_iqm(scores)]), reps=reps)
+  finally:
+    np.random.set_state(state)
+  return float(point['seeds'][0]), float(interval['seeds'][0, 0]), float(interval['seeds'][1, 0])
+
+
+def seed_statistics(values):
+  """{'seeds', 'mean', 'se', 'iqm', 'iqm_low', 'iqm_high'} of one score per seed (`mean_standard_error`,
+  `iqm_interval`; None where undefined)."""
+  mean, se, n = mean_standard_error(values)
+  iqm = iqm_interval(values) if n else None
+  return {'seeds': n, 'mean': mean, 'se': se, 'iqm': iqm and iqm[0], 'iqm_low': iqm and iqm[1],
+          'iqm_high': iqm and iqm[2]}
+
+
+def heldout_view(curves, heldout, budget, threshold=SUCCESS_THRESHOLD):
+  """The views beside Table 1, for the headline mode.
+
+  Args:
+    curves: {seed: [Point, ...]}, the selection evaluations (as `table1`).
+    heldout: {seed: [Point, ...]}, the held-out evaluations of that seed's policies.
+    budget: environment steps.
+    threshold: success rate a seed's held-out best must reach to count as learning the task.
+
+  Returns:
+    dict: 'per_seed' {seed: {'best_step', 'best_selection' (its Table 1 value), 'best_heldout', 'final_step',
+    'final_heldout'}} (None where not evaluated yet); 'selection' (the Table 1 values), 'best' and 'final' (the
+    held-out values) as `seed_statistics` over the seeds that have them; 'reaching' {'threshold', 'count', 'seeds',
+    'fraction'}: seeds whose held-out best >= threshold, of those with a held-out best.
+  """
+  per_seed = {}
+  for seed in sorted(curves):
+    best_step, final_step = heldout_steps(curves[seed], budget)
+    again = {p.step: p.success for p in heldout.get(seed, [])}
+    selected = best_within(curves[seed], budget)
+    per_seed[seed] = {'best_step': best_step, 'best_selection': selected.success if selected else None,
+                      'best_heldout': again.get(best_step), 'final_step': final_step,
+                      'final_heldout': again.get(final_step)}
+  values = {key: [v[key] for v in per_seed.values() if v[key] is not None]
+            for key in ('best_selection', 'best_heldout', 'final_heldout')}
+  reaching = sum(value >= threshold for value in values['best_heldout'])
+  n = len(values['best_heldout'])
+  return {'per_seed': per_seed, 'selection': seed_statistics(values['best_selection']),
+          'best': seed_statistics(values['best_heldout']), 'final': seed_statistics(values['final_heldout']),
+          'reaching': {'threshold': threshold, 'count': reaching, 'seeds': n, 'fraction': reaching / n if n else None}}
+
+
+def aggregate(seed_rows, protocol, budget, heldout_rows=None):
   """Everything the kit reports, JSON-ready.
 
   Args:
     seed_rows: {seed (int): results.json rows of that seed}.
     protocol: `Protocol`.
     budget: the Table 1 budget, environment steps.
+    heldout_rows: None or {seed: the rows of its held-out evaluations} (`HELDOUT_DIR`'s results.json).
 
   Returns:
     dict: 'protocol', 'budget', 'seeds' (sorted), and per mode ('modes': {mode: {'goal', 'per_seed' {seed: [Point as
-    dict]}, 'curve' (across_seeds), 'table1', 'figure4'}}), 'primary_mode', 'paper'.
+    dict]}, 'curve' (across_seeds), 'table1', 'figure4'}}), 'primary_mode', 'paper', and 'heldout' (`heldout_view`
+    of the primary mode, with 'eval_seed', 'episodes' and 'points' {seed: [Point as dict]}).
   """
   modes = {}
   for mode in protocol.modes:
@@ -357,8 +446,13 @@ def aggregate(seed_rows, protocol, budget):
         'figure4': figure4(curve),
     }
   paper = dataclasses.asdict(protocol.paper) if protocol.paper else None
+  primary = protocol.primary_mode
+  again = {seed: seed_curves(rows, [primary])[primary] for seed, rows in (heldout_rows or {}).items()}
+  curves = {seed: seed_curves(rows, [primary])[primary] for seed, rows in seed_rows.items()}
+  heldout = dict(heldout_view(curves, again, budget), eval_seed=HELDOUT_SEED, episodes=HELDOUT_EPISODES,
+                 points={seed: [dataclasses.asdict(p) for p in points] for seed, points in sorted(again.items())})
   return {'protocol': protocol.to_json(), 'budget': int(budget), 'seeds': sorted(seed_rows),
-          'primary_mode': protocol.primary_mode, 'paper': paper, 'modes': modes}
+          'primary_mode': primary, 'paper': paper, 'modes': modes, 'heldout': heldout}
 
 
 def best_policy(seed_rows, mode, budget):
@@ -459,7 +553,38 @@ def summary_lines(result):
       line += (f'; paper Table 1 {paper["success"]:.2f} +- {paper["standard_error"]:.2f} (best within '
                f'{paper["steps"]:,}, {paper["seeds"]} seeds)')
     lines.append(line)
+  lines.extend(heldout_lines(result))
   return lines
+
+
+def format_statistics(stats, digits=2):
+  """'0.80 +- 0.10 (IQM 0.83, 95% CI 0.52-1.00)' of a `seed_statistics` dict, '0.80' for one seed, or 'n/a'."""
+  if not stats or stats['mean'] is None:
+    return 'n/a'
+  if stats['seeds'] < 2:
+    return f'{stats["mean"]:.{digits}f}'
+  return (f'{format_mean_se(stats["mean"], stats["se"], digits)} (IQM {stats["iqm"]:.{digits}f}, 95% CI '
+          f'{stats["iqm_low"]:.{digits}f}-{stats["iqm_high"]:.{digits}f})')
+
+
+def heldout_lines(result):
+  """The views beside Table 1 (`heldout_view`), one line each; [] for a result without them."""
+  view = result.get('heldout')
+  if not view:
+    return []
+  budget = steps_label(result['budget'])
+  reach = view['reaching']
+  fraction = (f'{reach["count"]} of {reach["seeds"]} seeds' if reach['seeds'] else 'n/a')
+
+  def seeds(stats):
+    return f' over {stats["seeds"]} seed{"s" if stats["seeds"] != 1 else ""}' if stats['seeds'] else ''
+
+  return [f'  Table 1 view (best within {budget}, as selected): {format_statistics(view["selection"])}'
+          f'{seeds(view["selection"])}',
+          f'  held-out ({view["episodes"]} episodes, evaluation seed {view["eval_seed"]}): best policy '
+          f'{format_statistics(view["best"])}{seeds(view["best"])}; final policy ({budget}) '
+          f'{format_statistics(view["final"])}{seeds(view["final"])}',
+          f'  seeds whose best policy reaches {reach["threshold"]:g} held-out: {fraction}']
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -486,13 +611,61 @@ def _csv_text(fields, rows):
 PER_SEED_FIELDS = ('seed', 'mode', 'goal', 'step', 'success_rate', 'mean_final_distance', 'num_episodes')
 
 
+# The held-out views' columns in table1.csv (the primary mode's row).
+HELDOUT_COLUMNS = (
+    'selection_iqm', 'selection_iqm_low', 'selection_iqm_high', 'heldout_eval_seed', 'heldout_episodes',
+    'heldout_best_seeds', 'heldout_best_mean', 'heldout_best_se', 'heldout_best_iqm', 'heldout_best_iqm_low',
+    'heldout_best_iqm_high', 'heldout_final_seeds', 'heldout_final_mean', 'heldout_final_se', 'heldout_final_iqm',
+    'heldout_final_iqm_low', 'heldout_final_iqm_high', 'threshold', 'seeds_reaching_threshold',
+    'fraction_reaching_threshold', 'heldout_per_seed')
+# The columns of heldout.csv: one held-out evaluation each; `role` says which policy of the seed it is (best, final,
+# best+final, or '' for an earlier best).
+HELDOUT_FIELDS = ('seed', 'mode', 'goal', 'step', 'role', 'success_rate', 'mean_final_distance', 'num_episodes',
+                  'eval_seed')
+
+
+def _heldout_columns(view):
+  columns = {'selection_iqm': view['selection']['iqm'], 'selection_iqm_low': view['selection']['iqm_low'],
+             'selection_iqm_high': view['selection']['iqm_high'], 'heldout_eval_seed': view['eval_seed'],
+             'heldout_episodes': view['episodes'], 'threshold': view['reaching']['threshold'],
+             'seeds_reaching_threshold': view['reaching']['count'],
+             'fraction_reaching_threshold': view['reaching']['fraction'],
+             'heldout_per_seed': json.dumps({str(s): v for s, v in view['per_seed'].items()})}
+  for key in ('best', 'final'):
+    stats = view[key]
+    columns.update({f'heldout_{key}_seeds': stats['seeds'], f'heldout_{key}_mean': stats['mean'],
+                    f'heldout_{key}_se': stats['se'], f'heldout_{key}_iqm': stats['iqm'],
+                    f'heldout_{key}_iqm_low': stats['iqm_low'], f'heldout_{key}_iqm_high': stats['iqm_high']})
+  return columns
+
+
+def _heldout_rows(result):
+  view = result.get('heldout')
+  if not view:
+    return []
+  mode = result['primary_mode']
+  goal = json.dumps(result['modes'][mode]['goal'])
+  rows = []
+  for seed, points in sorted(view['points'].items()):
+    chosen = view['per_seed'].get(seed, {})
+    for p in points:
+      role = '+'.join(r for r in ('best', 'final') if chosen.get(f'{r}_step') == p['step'])
+      rows.append({'seed': seed, 'mode': mode, 'goal': goal, 'step': p['step'], 'role': role,
+                   'success_rate': p['success'], 'mean_final_distance': p['distance'], 'num_episodes': p['episodes'],
+                   'eval_seed': view['eval_seed']})
+  return rows
+
+
 def write_outputs(result, out_dir, name):
   """Writes `aggregate`'s result to `out_dir` (regenerated each time from the seeds' results):
 
   * `per_seed.csv`: seed, mode, goal, step, success_rate, mean_final_distance, num_episodes;
   * `curves.csv`: mode, goal, step, seeds, success_mean, success_se, final_distance_mean, final_distance_se;
   * `table1.csv`: mode, goal, budget, seeds, complete, best_success_mean, best_success_se, best per seed (JSON),
-    peak of the mean curve and its step, the paper's value and s.e. (primary mode);
+    peak of the mean curve and its step, the paper's value and s.e. (primary mode), and for the primary mode the views
+    beside it (`HELDOUT_COLUMNS`: IQM and 95% interval of the Table 1 values; the held-out best and final policies'
+    mean, s.e., IQM and interval; the seeds reaching `SUCCESS_THRESHOLD`);
+  * `heldout.csv`: the held-out evaluations (`HELDOUT_FIELDS`; read back by `--results_from` beside per_seed.csv);
   * `summary.json`: the whole result;
   * `<name>.png`: `draw_png`.
 
@@ -521,6 +694,8 @@ def write_outputs(result, out_dir, name):
                   'mean_curve_peak': f4['peak_success_mean'], 'mean_curve_peak_step': f4['peak_step'],
                   'paper_success': paper['success'] if primary and paper else None,
                   'paper_se': paper['standard_error'] if primary and paper else None})
+    if primary and result.get('heldout'):
+      table[-1].update(_heldout_columns(result['heldout']))
   paths = {}
   for file, fields, rows in (
       ('per_seed.csv', list(PER_SEED_FIELDS),
@@ -529,7 +704,8 @@ def write_outputs(result, out_dir, name):
                       'final_distance_se'], curves),
       ('table1.csv', ['mode', 'goal', 'primary', 'budget', 'seeds', 'complete', 'best_success_mean',
                       'best_success_se', 'best_per_seed', 'mean_curve_peak', 'mean_curve_peak_step', 'paper_success',
-                      'paper_se'], table)):
+                      'paper_se'] + list(HELDOUT_COLUMNS), table),
+      ('heldout.csv', list(HELDOUT_FIELDS), _heldout_rows(result))):
     paths[file] = os.path.join(out_dir, file)
     _atomic_write(paths[file], _csv_text(fields, rows))
   paths['summary.json'] = os.path.join(out_dir, 'summary.json')
@@ -577,6 +753,13 @@ class _Panel(object):
       for x, y in xy:
         self.d.ellipse([x - 2, y - 2, x + 2, y + 2], fill=colour)
 
+  def marker(self, step, value, colour, shape, size=5):
+    x, y = self.sx(step), self.sy(value)
+    if shape == 'diamond':
+      self.d.polygon([(x, y - size), (x + size, y), (x, y + size), (x - size, y)], fill=colour, outline='black')
+    else:
+      self.d.rectangle([x - size + 1, y - size + 1, x + size - 1, y + size - 1], fill=colour, outline='black')
+
   def band(self, steps, low, high, colour):
     upper = [(self.sx(s), self.sy(v)) for s, v in zip(steps, high)]
     lower = [(self.sx(s), self.sy(v)) for s, v in zip(steps, low)]
@@ -605,7 +788,8 @@ def draw_png(result, path, name, width=1000, panel_height=260):
   from PIL import Image, ImageDraw, ImageFont  # pylint: disable=g-import-not-at-top
   modes = [result['primary_mode']] + [m for m in result['modes'] if m != result['primary_mode']]
   panels = len(modes) + 1
-  left, right, top, gap = 70, 20, 60, 70
+  extra = heldout_lines(result)
+  left, right, top, gap = 70, 20, 60 + 16 * len(extra), 70
   height = top + panels * (panel_height + gap)
   image = Image.new('RGB', (width, height), 'white')
   d = ImageDraw.Draw(image)
@@ -617,7 +801,11 @@ def draw_png(result, path, name, width=1000, panel_height=260):
   d.text((10, 8), f'{name}: {result["protocol"]["task"]}, {len(result["seeds"])} seeds, Table 1 budget '
          f'{budget:,} steps', fill='black', font=font)
   d.text((10, 24), lines[0], fill='black', font=font)
-  d.text((10, 40), 'thin: each seed; thick: mean over seeds, band +- s.e.', fill='black', font=font)
+  for k, line in enumerate(extra):
+    d.text((10, 40 + 16 * k), line.strip(), fill='black', font=font)
+  d.text((10, 40 + 16 * len(extra)), 'thin: each seed; thick: mean over seeds, band +- s.e.' + (
+      '; black-edged diamond: a seed\'s best policy held out, square: its final policy held out' if extra else ''),
+         fill='black', font=font)
 
   def draw_mode(index, mode, key, y_range, title):
     entry = result['modes'][mode]
@@ -638,6 +826,13 @@ def draw_png(result, path, name, width=1000, panel_height=260):
   for index, mode in enumerate(modes):
     goal = result['modes'][mode]['goal']
     panel = draw_mode(index, mode, 'success', (0.0, 1.0), f'success rate, {mode} (goal {goal})')
+    if mode == result['primary_mode'] and result.get('heldout'):
+      seeds = sorted(result['modes'][mode]['per_seed'])
+      for seed, chosen in result['heldout']['per_seed'].items():
+        colour = _SEED_COLOURS[seeds.index(seed) % len(_SEED_COLOURS)] if seed in seeds else _MEAN
+        for key, shape in (('best', 'diamond'), ('final', 'square')):
+          if chosen[f'{key}_heldout'] is not None:
+            panel.marker(chosen[f'{key}_step'], chosen[f'{key}_heldout'], colour, shape)
     if mode == result['primary_mode'] and result['paper']:
       paper = result['paper']
       label = (f'paper Table 1: {paper["success"]:.2f} +- {paper["standard_error"]:.2f} (best within '

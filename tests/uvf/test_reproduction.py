@@ -278,3 +278,93 @@ def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
   with pytest.raises(ValueError, match='is not a complete checkpoint'):
     reproduction.export_checkpoint(second, str(tmp_path / 'new'), {})
   assert not os.path.exists(tmp_path / 'new')
+
+
+# Held-out evaluations of the headline mode (eval3), by seed: {step: success}. Seed 1's 50k row is a policy that is
+# neither its best nor its final one (an earlier best): it must not count.
+HELDOUT = {0: {150_000: 0.8}, 1: {50_000: 0.99, 100_000: 0.55, 150_000: 0.45}, 2: {50_000: 0.0}}
+
+
+def heldout_rows():
+  return {seed: [row(step, 'eval3', success, 4.0, episodes=reproduction.HELDOUT_EPISODES)
+                 for step, success in points.items()] for seed, points in HELDOUT.items()}
+
+
+def test_heldout_policies_are_the_selected_best_and_the_final_one(seed_rows):
+  """Within 150k: seed 0's best is 0.9 at 150k, its final policy the 150k one (it was evaluated up to 200k); seed
+  1's best is 0.7 at 100k, its final 150k; seed 2's best is 0.0 at 50k (the earliest of equal ones) and it has no
+  final policy yet (evaluated to 100k only)."""
+  curves = {seed: reproduction.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
+  assert [reproduction.heldout_steps(curves[seed], BUDGET) for seed in (0, 1, 2)] == [
+      (150_000, 150_000), (100_000, 150_000), (50_000, None)]
+  assert reproduction.heldout_steps([], BUDGET) == (None, None)
+
+
+def test_heldout_view_hand_worked(seed_rows):
+  result = reproduction.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
+  view = result['heldout']
+  assert view['per_seed'] == {
+      0: {'best_step': 150_000, 'best_selection': 0.9, 'best_heldout': 0.8, 'final_step': 150_000,
+          'final_heldout': 0.8},
+      1: {'best_step': 100_000, 'best_selection': 0.7, 'best_heldout': 0.55, 'final_step': 150_000,
+          'final_heldout': 0.45},
+      2: {'best_step': 50_000, 'best_selection': 0.0, 'best_heldout': 0.0, 'final_step': None,
+          'final_heldout': None}}
+  # best held out: 0.8, 0.55, 0.0: mean 0.45; deviations 0.35, 0.1, -0.45: s^2 = 0.335 / 2, s.e. = s / sqrt(3).
+  assert view['best']['seeds'] == 3
+  assert view['best']['mean'] == pytest.approx(0.45, abs=1e-12)
+  assert view['best']['se'] == pytest.approx(np.sqrt(0.335 / 2) / np.sqrt(3), abs=1e-12)
+  # final held out: 0.8 and 0.45 (seed 2 has no final policy): mean 0.625, s.e. 0.35 / sqrt(2) / sqrt(2) = 0.175.
+  assert (view['final']['seeds'], view['final']['mean']) == (2, pytest.approx(0.625, abs=1e-12))
+  assert view['final']['se'] == pytest.approx(0.175, abs=1e-12)
+  # The Table 1 values: 0.9, 0.7, 0.0 (as table1's mean 0.5333).
+  assert view['selection']['mean'] == pytest.approx(result['modes']['eval3']['table1']['success_mean'], abs=1e-12)
+  # Seeds whose held-out best reaches 0.5: seeds 0 and 1, of 3.
+  assert view['reaching'] == {'threshold': 0.5, 'count': 2, 'seeds': 3, 'fraction': pytest.approx(2 / 3)}
+  # With 3 seeds the 25% trimmed mean trims nothing: the IQM is the mean.
+  assert view['best']['iqm'] == pytest.approx(0.45, abs=1e-12)
+  assert view['best']['iqm_low'] <= 0.45 <= view['best']['iqm_high']
+
+
+def test_heldout_outputs_and_summary(seed_rows, tmp_path):
+  result = reproduction.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
+  paths = reproduction.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
+  with open(paths['table1.csv']) as f:
+    table = {r['mode']: r for r in csv.DictReader(f)}
+  primary = table['eval3']
+  assert float(primary['best_success_mean']) == pytest.approx(0.533333, abs=1e-6)  # the Table 1 view, unchanged
+  assert (float(primary['heldout_best_mean']), float(primary['heldout_final_mean'])) == (
+      pytest.approx(0.45), pytest.approx(0.625))
+  assert (primary['heldout_best_seeds'], primary['heldout_final_seeds'], primary['seeds_reaching_threshold']) == (
+      '3', '2', '2')
+  assert (primary['heldout_eval_seed'], primary['heldout_episodes']) == (
+      str(reproduction.HELDOUT_SEED), str(reproduction.HELDOUT_EPISODES))
+  assert table['eval1']['heldout_best_mean'] == ''
+  with open(paths['heldout.csv']) as f:
+    rows = [(int(r['seed']), int(r['step']), r['role'], float(r['success_rate'])) for r in csv.DictReader(f)]
+  assert rows == [(0, 150_000, 'best+final', 0.8), (1, 50_000, '', 0.99), (1, 100_000, 'best', 0.55),
+                  (1, 150_000, 'final', 0.45), (2, 50_000, 'best', 0.0)]
+  lines = reproduction.summary_lines(result)
+  assert lines[-2].startswith(f'  held-out ({reproduction.HELDOUT_EPISODES} episodes, evaluation seed '
+                              f'{reproduction.HELDOUT_SEED}): best policy 0.45 +- 0.24 (IQM 0.45, 95% CI ')
+  assert lines[-1] == '  seeds whose best policy reaches 0.5 held-out: 2 of 3 seeds'
+  with open(paths['summary.json']) as f:
+    assert json.load(f)['heldout']['reaching']['count'] == 2
+
+
+def test_rliable_iqm_and_interval_against_numpy():
+  """rliable's IQM is the 25% trimmed mean: of 7 values, 1 cut at each end (int(7 / 4)), the mean of the middle 5:
+  (0.12 + 0.34 + 0.46 + 0.58 + 0.71) / 5 = 0.442. Its interval: the 2.5 and 97.5 percentiles of the IQMs of
+  `reps` resamples of the seeds with replacement, drawn from NumPy's global generator seeded with `seed`."""
+  values = [0.93, 0.46, 0.12, 0.0, 0.71, 0.34, 0.58]
+  iqm, low, high = reproduction.iqm_interval(values, reps=1000, seed=3)
+  assert iqm == pytest.approx(0.442, abs=1e-12)
+  np.random.seed(3)
+  x = np.asarray(values)
+  resampled = [np.sort(x[np.random.choice(7, (7, 1), replace=True)[:, 0]])[1:-1].mean() for _ in range(1000)]
+  assert (low, high) == (pytest.approx(np.percentile(resampled, 2.5), abs=1e-12),
+                         pytest.approx(np.percentile(resampled, 97.5), abs=1e-12))
+  state = np.random.get_state()
+  reproduction.iqm_interval([0.1, 0.2], reps=50, seed=1)
+  assert np.array_equal(np.random.get_state()[1], state[1])  # the global generator is left as it was
+  assert reproduction.iqm_interval([]) is None
