@@ -185,13 +185,13 @@ class _Relay:
   def __init__(self, pid: int, original_fd: int):
     self.pid = pid
     self.original_fd = original_fd
-    self.ended = threading.Event()  # the relay exited (reaped by `_watch`)
-    self.restored = threading.Lock()
+    self.ended = threading.Event()  # the relay exited (reaped by `watch`)
+    self._lock = threading.Lock()
     self.closing = False  # set at exit, when this process restores descriptor 2 itself
 
   def restore(self) -> None:
     """Points descriptor 2 at the original stderr again (idempotent)."""
-    with self.restored:
+    with self._lock:
       os.dup2(self.original_fd, 2)
 
   def watch(self) -> None:

@@ -213,19 +213,23 @@ def _stop_cases(tmp_path, args, ready, stopped_line, resumed_line):
   return times
 
 
-def test_hiro_stops_by_timeout_group_signals_grace_and_a_dead_relay(tmp_path):
-  times = _stop_cases(
-      tmp_path, HIRO, r'global step \d+ / ',
-      lambda name: rf'{name}: stopped at global step (\d+) of 5000100; full checkpoint \S+model\.ckpt-\1 written\.',
-      lambda step: rf'Resumed from \S+/model\.ckpt-{step} at global step {step}\.')
-  assert max(times.values()) < GRACE_S, times
+# Per system: its arguments, a pattern of its output once it trains, its stop line (group 1: the step or frame count
+# of the checkpoint written) by signal name, and what it prints when it resumes from that count.
+SYSTEMS = {
+    'hiro': (HIRO, r'global step \d+ / ',
+             lambda name: rf'{name}: stopped at global step (\d+) of 5000100; full checkpoint \S+model\.ckpt-\1 '
+                          r'written\.',
+             lambda step: rf'Resumed from \S+/model\.ckpt-{step} at global step {step}\.'),
+    'impala': (IMPALA, r'Episode return',
+               lambda name: rf'Interrupted at (\d+) environment frames of 100000000 \({name}\)\. Checkpoint: '
+                            r'\S+model\.ckpt-\1',
+               lambda frames: rf'resuming at {frames} environment frames'),
+}
 
 
-def test_impala_stops_by_timeout_group_signals_grace_and_a_dead_relay(tmp_path):
-  times = _stop_cases(
-      tmp_path, IMPALA, r'Episode return',
-      lambda name: rf'Interrupted at (\d+) environment frames of 100000000 \({name}\)\. Checkpoint: \S+model\.ckpt-\1',
-      lambda frames: rf'resuming at {frames} environment frames')
+@pytest.mark.parametrize('system', sorted(SYSTEMS))
+def test_stops_by_timeout_group_signals_grace_and_a_dead_relay(system, tmp_path):
+  times = _stop_cases(tmp_path, *SYSTEMS[system])
   assert max(times.values()) < GRACE_S, times
 
 
