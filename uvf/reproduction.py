@@ -434,9 +434,9 @@ def aggregate(seed_rows, protocol, budget, heldout_rows=None):
     dict]}, 'curve' (across_seeds), 'table1', 'figure4'}}), 'primary_mode', 'paper', and 'heldout' (`heldout_view`
     of the primary mode, with 'eval_seed', 'episodes' and 'points' {seed: [Point as dict]}).
   """
-  modes = {}
+  modes, curves_of = {}, {}
   for mode in protocol.modes:
-    curves = {seed: seed_curves(rows, [mode])[mode] for seed, rows in seed_rows.items()}
+    curves = curves_of[mode] = {seed: seed_curves(rows, [mode])[mode] for seed, rows in seed_rows.items()}
     curve = across_seeds(curves, budget)
     modes[mode] = {
         'goal': protocol.goals.get(mode),
@@ -448,8 +448,7 @@ def aggregate(seed_rows, protocol, budget, heldout_rows=None):
   paper = dataclasses.asdict(protocol.paper) if protocol.paper else None
   primary = protocol.primary_mode
   again = {seed: seed_curves(rows, [primary])[primary] for seed, rows in (heldout_rows or {}).items()}
-  curves = {seed: seed_curves(rows, [primary])[primary] for seed, rows in seed_rows.items()}
-  heldout = dict(heldout_view(curves, again, budget), eval_seed=HELDOUT_SEED, episodes=HELDOUT_EPISODES,
+  heldout = dict(heldout_view(curves_of[primary], again, budget), eval_seed=HELDOUT_SEED, episodes=HELDOUT_EPISODES,
                  points={seed: [dataclasses.asdict(p) for p in points] for seed, points in sorted(again.items())})
   return {'protocol': protocol.to_json(), 'budget': int(budget), 'seeds': sorted(seed_rows),
           'primary_mode': primary, 'paper': paper, 'modes': modes, 'heldout': heldout}
