@@ -93,7 +93,7 @@ def hiro_updates(low_steps, meta_steps):
   with tempfile.TemporaryDirectory() as train_dir:
     loop = hiro_train_speed.build_loop(REPO_ROOT / 'configs' / 'ant_maze.gin', ['train_uvf.seed = 0'], train_dir)
     trainer = loop.trainer
-    trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
+    trainer.collect_steps(tf.constant(loop.settings.initial_steps, tf.int64))
     device = _device(trainer.global_step)
     low_rate, meta_rate = hiro_train_speed.update_rates(trainer, low_steps, meta_steps)
     for name, rate, count in (('low-level TD3 update', low_rate, low_steps),

@@ -45,6 +45,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 
 import launcher  # pylint: disable=g-import-not-at-top,wrong-import-position
 import uvf.configurables  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+from uvf import run_loop  # pylint: disable=g-import-not-at-top,wrong-import-position
 from uvf import train  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -52,12 +53,12 @@ def build_loop(config, bindings, train_dir):
   """The `TrainingLoop` train_uvf would run (its `run` is intercepted), restored or initialised."""
   launcher.parse_gin([Path(config).resolve()], bindings)
   captured = {}
-  original_run = train.TrainingLoop.run
-  train.TrainingLoop.run = lambda self: captured.setdefault('loop', self)
+  original_run = run_loop.TrainingLoop.run
+  run_loop.TrainingLoop.run = lambda self: captured.setdefault('loop', self)
   try:
     train.train_uvf(train_dir)
   finally:
-    train.TrainingLoop.run = original_run
+    run_loop.TrainingLoop.run = original_run
   loop = captured['loop']
   loop.restore_or_initialize()
   return loop
@@ -93,7 +94,7 @@ def update_rates(trainer, low_count, meta_count):
 def full_loop_rate(loop, steps):
   """Env steps/s of `steps` (rounded to whole calls) iterations of the training loop as train_uvf runs them."""
   t = loop.trainer
-  chunk = loop.steps_per_call
+  chunk = loop.settings.steps_per_call
   calls = max(steps // chunk, 1)
 
   def full():
@@ -109,8 +110,8 @@ def compare(args):
   with tempfile.TemporaryDirectory() as dir_a, tempfile.TemporaryDirectory() as dir_b:
     for name, bindings, train_dir in (('A', args.gin_param, dir_a), ('B', args.gin_param + args.compare, dir_b)):
       loop = build_loop(args.config, ['train_uvf.seed = 0'] + bindings, train_dir)
-      loop.trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
-      full_loop_rate(loop, loop.steps_per_call)  # trace and warm up
+      loop.trainer.collect_steps(tf.constant(loop.settings.initial_steps, tf.int64))
+      full_loop_rate(loop, loop.settings.steps_per_call)  # trace and warm up
       loops[name] = loop
     rates = {'A': [], 'B': []}
     for _ in range(args.rounds):
@@ -133,14 +134,15 @@ def seed_worker(args):
   tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads or args.threads)
   with tempfile.TemporaryDirectory() as train_dir:
     loop = build_loop(args.config, [f'train_uvf.seed = {args.seed}'] + args.gin_param, train_dir)
-    loop.trainer.collect_steps(tf.constant(loop.initial_steps, tf.int64))
-    full_loop_rate(loop, loop.steps_per_call)  # trace and warm up
+    loop.trainer.collect_steps(tf.constant(loop.settings.initial_steps, tf.int64))
+    full_loop_rate(loop, loop.settings.steps_per_call)  # trace and warm up
     print('ready', flush=True)
     sys.stdin.readline()
     cpu = time.process_time()
     rate = full_loop_rate(loop, args.steps)
     cpu = time.process_time() - cpu
-    steps = max(args.steps // loop.steps_per_call, 1) * loop.steps_per_call  # as full_loop_rate rounds them
+    chunk = loop.settings.steps_per_call
+    steps = max(args.steps // chunk, 1) * chunk  # as full_loop_rate rounds them
     print(f'rate {rate} {steps / cpu}', flush=True)
 
 
@@ -212,8 +214,8 @@ def main():
     loop = build_loop(args.config, ['train_uvf.seed = 0'] + args.gin_param, train_dir)
     t = loop.trainer
     start = time.perf_counter()
-    t.collect_steps(tf.constant(loop.initial_steps, tf.int64))
-    print(f'initial collection: {loop.initial_steps} steps in {time.perf_counter() - start:.1f} s '
+    t.collect_steps(tf.constant(loop.settings.initial_steps, tf.int64))
+    print(f'initial collection: {loop.settings.initial_steps} steps in {time.perf_counter() - start:.1f} s '
           '(includes tracing)')
 
     env = t.collector.stepper.env
@@ -237,7 +239,7 @@ def main():
     rates = []
     for _ in range(3):
       step = int(t.global_step.numpy())
-      chunk = loop.steps_per_call
+      chunk = loop.settings.steps_per_call
       calls = max(steps // chunk // 3, 1)
 
       def full(calls=calls, chunk=chunk):

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -75,6 +76,19 @@ def current_holder(run_dir) -> Optional[dict]:
     os.close(fd)
 
 
+def _flock_exclusive(fd: int, attempts: int = 20, wait_s: float = 0.025) -> None:
+  """`flock(LOCK_EX | LOCK_NB)`, tried `attempts` times `wait_s` apart: `current_holder` holds a shared lock for an
+  instant, which must not read as a second writer. Raises BlockingIOError when the lock stays taken."""
+  for attempt in range(attempts):
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      return
+    except BlockingIOError:
+      if attempt == attempts - 1:
+        raise
+      time.sleep(wait_s)
+
+
 class RunLock:
   """One writer per run directory: the file `<run_dir>/run.lock`, locked (`flock`) for the life of the process.
 
@@ -105,7 +119,7 @@ class RunLock:
     fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
       try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _flock_exclusive(fd)
         locked = True
       except BlockingIOError:
         raise self._busy(_read_holder(fd)) from None

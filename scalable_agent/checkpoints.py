@@ -2,9 +2,10 @@
 
 Our runs: `make_checkpoint_manager(directory, agent, optimizer, num_environment_frames)` writes
 `<directory>/model.ckpt-<frames>` (the original's naming) with `tf.train.Checkpoint`; `save` writes one (a failed
-save is one `RunDirectoryError`); `restore_latest` resumes from the newest readable checkpoint it finds in the
-directory (the `checkpoint` index file may be lost; a corrupt newer one is set aside as `*.corrupt`; an original TF1
-checkpoint resumes too). docs/reliability.md.
+save is one `rundir.errors.RunDirectoryError`); `restore_latest` resumes from the newest readable checkpoint it finds
+in the directory (the `checkpoint` index file may be lost; a corrupt newer one is set aside as `*.corrupt`; an
+original TF1 checkpoint resumes too). The scanning and repair are the run-directory library's (`rundir.checkpoints`,
+shared with HIRO); docs/reliability.md.
 
 Original IMPALA checkpoints (`deepmind/scalable_agent`, TF 1.9; reference impala.md section 3.4) are keyed by
 variable name: the 41 agent variables (`agent/batch_apply/convnet/conv_2d/w`, ...), for each of them the RMSProp
@@ -18,30 +19,19 @@ tf.Variables shaped like `variable` (the learner's RMSProp with TF1 semantics).
 """
 
 import collections
-import errno
-import glob
 import os
-import re
-import shutil
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from rundir import checkpoints as run_checkpoints
+from rundir import errors
+from rundir import storage
+
 GLOBAL_STEP_NAME = 'num_environment_frames'
 MEAN_SQUARE_SLOT_SUFFIX = '/RMSProp'
 MOMENTUM_SLOT_SUFFIX = '/RMSProp_1'
-CHECKPOINT_NAME = 'model.ckpt'
-CORRUPT_SUFFIX = '.corrupt'
-TF2_OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'
-
-
-class RunDirectoryError(ValueError):
-  """The run directory cannot be used now: it holds checkpoints but none is readable, or a save failed (disk full,
-  permission). The message names the files and the fix; `user_error` tells the launcher to print it alone, with
-  exit status `exit_code` (launcher.EXIT_RUN_DIR)."""
-  user_error = True
-  exit_code = 4
 
 
 def make_checkpoint(agent, optimizer=None, num_environment_frames=None):
@@ -66,7 +56,7 @@ class _FrameNumberedCheckpointManager(tf.train.CheckpointManager):
   """A CheckpointManager whose `save()` numbers checkpoints by the frame counter (`model.ckpt-<frames>`)."""
 
   def __init__(self, checkpoint, directory, max_to_keep, num_environment_frames):
-    super().__init__(checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+    super().__init__(checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
     self._num_environment_frames = num_environment_frames
     self._arguments = (checkpoint, directory, max_to_keep, num_environment_frames)
 
@@ -90,141 +80,60 @@ def make_checkpoint_manager(directory, agent, optimizer=None, num_environment_fr
   return _FrameNumberedCheckpointManager(checkpoint, directory, max_to_keep, num_environment_frames)
 
 
-def _error_text(error):
-  lines = (getattr(error, 'message', None) or str(error)).strip().splitlines()
-  return f'{type(error).__name__}: {lines[0] if lines else ""}'
-
-
-def _unreadable(prefix):
-  """None if every tensor of the checkpoint reads back (checksums verified), else the error's text."""
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    for key in reader.get_variable_to_shape_map():
-      reader.get_tensor(key)
-  except (tf.errors.OpError, ValueError, IndexError, EOFError, OSError) as e:
-    return _error_text(e)
-  return None
-
-
-def _remove_partial_saves(directory):
-  """Removes what interrupted saves left: `model.ckpt-<n>_temp` folders and `checkpoint.tmp*` files."""
-  for pattern, remove in ((CHECKPOINT_NAME + '-*_temp', tf.io.gfile.rmtree), ('checkpoint.tmp*', tf.io.gfile.remove)):
-    for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), pattern)):
-      remove(path)
-      logging.warning('Removed %s, left by an interrupted save.', path)
-
-
-def newest_readable(directory):
-  """Scans `directory` (its files, not its `checkpoint` index file); changes nothing.
-
-  Returns:
-    (prefix of the newest `model.ckpt-<n>` whose every tensor reads back, or None; [(prefix, error text)] of the
-    newer ones that do not; every prefix found, oldest first).
-  """
-  found = []
-  if tf.io.gfile.isdir(directory):
-    for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), CHECKPOINT_NAME + '-*.index')):
-      match = re.search(r'-(\d+)\.index$', path)
-      if match:
-        found.append((int(match.group(1)), path[:-len('.index')]))
-  found = [prefix for _, prefix in sorted(found)]
-  bad = []
-  for prefix in reversed(found):
-    error = _unreadable(prefix)
-    if error is None:
-      return prefix, bad, found
-    bad.append((prefix, error))
-  return None, bad, found
-
-
 def restore_latest(manager):
   """Restores the newest readable checkpoint of the manager's directory, if any; returns its path or None (a fresh
   directory: nothing restored).
 
-  The directory is scanned, not only its `checkpoint` index file. A newer checkpoint that cannot be read (truncated,
-  corrupt) is set aside, renamed `<file>.corrupt` (kept for inspection, never overwritten), with a warning; the index
-  file is rebuilt when it does not name the checkpoint restored. An original TF1 (name-based) checkpoint is restored
-  with `restore_tf1_checkpoint` (agent, RMSProp slots and frame counter: all of the learner's state).
+  `rundir.checkpoints.resume` with IMPALA's words: what interrupted saves left is removed; the directory is scanned,
+  not only its `checkpoint` index file; the checkpoint is restored; then a newer checkpoint that cannot be read
+  (truncated, corrupt) is set aside, renamed `<file>.corrupt` (kept for inspection, never overwritten), with a
+  warning, and the index file is rebuilt when it does not name the checkpoint restored (and the manager re-reads
+  it). An original TF1 (name-based) checkpoint is restored with `restore_tf1_checkpoint` (agent, RMSProp slots and
+  frame counter: all of the learner's state).
 
   Raises:
-    RunDirectoryError: checkpoint files exist but none is readable (nothing is changed), or the checkpoint does not
-      match the tracked objects (written by another network).
+    rundir.errors.RunDirectoryError: checkpoint files exist but none is readable, or only signs of a run (an index
+      file naming missing checkpoints, checkpoints set aside), or the checkpoint does not match the tracked objects
+      (written by another network); no checkpoint file was changed.
   """
-  directory = manager.directory
-  if tf.io.gfile.isdir(directory):
-    _remove_partial_saves(directory)
-  prefix, bad, found = newest_readable(directory)
-  indexed = manager.checkpoints
-  if not found:
-    leftovers = indexed + tf.io.gfile.glob(os.path.join(glob.escape(directory), f'*{CORRUPT_SUFFIX}*'))
-    if leftovers:
-      raise RunDirectoryError(
-          f'{directory} cannot be resumed: it holds no checkpoint {CHECKPOINT_NAME}-<frames>, but '
-          f'{", ".join(os.path.basename(p) for p in leftovers)}. Starting from 0 frames here would overwrite the '
-          'run: nothing was changed. Restore the checkpoint files, or use another --logdir.')
-    return None
-  if prefix is None:
-    raise RunDirectoryError(
-        f'{directory} holds checkpoints but none is readable ('
-        f'{"; ".join(f"{os.path.basename(p)}: {e}" for p, e in bad)}). Nothing was changed (starting from 0 frames '
-        'here would overwrite the run): copy intact checkpoint files back, or use another --logdir.')
-  for bad_prefix, error in bad:
-    for path in tf.io.gfile.glob(glob.escape(bad_prefix) + '.index') + tf.io.gfile.glob(
-        glob.escape(bad_prefix) + '.data-?????-of-?????'):
-      target, n = path + CORRUPT_SUFFIX, 0
-      while tf.io.gfile.exists(target):
-        n += 1
-        target = f'{path}{CORRUPT_SUFFIX}.{n}'
-      tf.io.gfile.rename(path, target)
-    logging.warning('%s is unreadable (%s): resuming from the older %s instead; its files are kept as *%s.',
-                    bad_prefix, error, os.path.basename(prefix), CORRUPT_SUFFIX)
   checkpoint = manager.checkpoint
-  if TF2_OBJECT_GRAPH_KEY not in tf.train.load_checkpoint(prefix).get_variable_to_shape_map():
-    frames = restore_tf1_checkpoint(prefix, checkpoint.agent, getattr(checkpoint, 'optimizer', None))
-    if getattr(checkpoint, 'num_environment_frames', None) is not None:
-      checkpoint.num_environment_frames.assign(frames)
-    logging.info('Restored the original TF1 checkpoint %s (%d environment frames).', prefix, frames)
-  else:
+
+  def restore(prefix):
+    if run_checkpoints.is_name_based(prefix):
+      frames = restore_tf1_checkpoint(prefix, checkpoint.agent, getattr(checkpoint, 'optimizer', None))
+      if getattr(checkpoint, 'num_environment_frames', None) is not None:
+        checkpoint.num_environment_frames.assign(frames)
+      logging.info('Restored the original TF1 checkpoint %s (%d environment frames).', prefix, frames)
+      return
     try:
       checkpoint.restore(prefix).assert_existing_objects_matched()
     except (AssertionError, ValueError) as e:
-      raise RunDirectoryError(f'{prefix} does not match this configuration\'s agent and learner ({_error_text(e)}): '
-                              'it was written by another network or version. Use another --logdir.') from None
-  if not indexed or os.path.basename(indexed[-1]) != os.path.basename(prefix):
-    kept = [p for p in found if p not in dict(bad)]
-    times = [tf.io.gfile.stat(p + '.index').mtime_nsec / 1e9 for p in kept]
-    tf.compat.v1.train.update_checkpoint_state(directory, os.path.basename(prefix), [os.path.basename(p) for p in kept],
-                                               all_model_checkpoint_timestamps=times,
-                                               last_preserved_timestamp=min(times) - 1.)
+      raise errors.RunDirectoryError(
+          f'{prefix} does not match this configuration\'s agent and learner ({run_checkpoints.error_text(e)}): it was '
+          'written by another network or version. Nothing was changed; use another --logdir.') from None
+
+  resumed = run_checkpoints.resume(manager.directory, what='checkpoint', unit='frames', start='0 frames',
+                                   flag='--logdir', check=restore)
+  if resumed is None:
+    return None
+  if resumed.index_rebuilt:
     manager.reload()  # It read the old index file when it was made.
-    logging.warning('Rebuilt the checkpoint index file of %s: %s.', directory,
-                    ', '.join(os.path.basename(p) for p in kept))
-  return prefix
+  return resumed.prefix
 
 
 def save(manager):
   """`manager.save()`; a failed save (disk full, permission) removes what it left and raises one
-  `RunDirectoryError` naming the directory, the size needed and what is free (the previous checkpoint is intact)."""
+  `rundir.errors.RunDirectoryError` naming the directory, the size needed and what is free (`rundir.storage`; the
+  previous checkpoint is intact)."""
   try:
     return manager.save()
   except (tf.errors.OpError, OSError) as e:
     directory = manager.directory
-    for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), CHECKPOINT_NAME + '-*_temp')):
-      tf.io.gfile.rmtree(path)
+    run_checkpoints.remove_partial_saves(directory)
     latest = manager.latest_checkpoint
-    needed = sum(tf.io.gfile.stat(p).length for p in tf.io.gfile.glob(glob.escape(latest) + '.index') +
-                 tf.io.gfile.glob(glob.escape(latest) + '.data-?????-of-?????')) if latest else None
-    full = (isinstance(e, (tf.errors.ResourceExhaustedError)) or 'No space left' in str(e) or
-            (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)))
-    try:
-      free = f'{shutil.disk_usage(directory).free / 1e6:.1f} MB free there'
-    except OSError:
-      free = 'free space unknown'
-    need = f'it needs about {needed / 1e6:.1f} MB, ' if needed else ''
-    keep = f'The previous checkpoint {latest} is intact: ' if latest else ''
-    raise RunDirectoryError(
-        f'writing a checkpoint into {directory} failed: {"the disk is full" if full else _error_text(e)} ({need}'
-        f'{free}). {keep}free some space (or fix the directory) and run the same command to resume.') from None
+    raise storage.storage_error(e, directory, 'a checkpoint',
+                                needed=run_checkpoints.checkpoint_bytes(latest) if latest else None,
+                                intact=latest) from None
 
 
 def tf1_variable_map(agent, optimizer=None):

@@ -1,9 +1,9 @@
 """IMPALA experiment: the train / test entry point, with the original command-line flags as gin parameters.
 
 Each flag of the original `experiment.py` (reference impala.md section 2) is a parameter of `experiment` with the
-same name and default, so `--level_name=dmlab30` on the command line and `experiment.level_name = 'dmlab30'` in a
-gin file are the same setting. `logdir` is the run directory and comes from the command line (`--logdir` or
-`--train_dir`), not from gin.
+same name and default (written once, in `original_flags`), so `--level_name=dmlab30` on the command line and
+`experiment.level_name = 'dmlab30'` in a gin file are the same setting. `logdir` is the run directory and comes from
+the command line (`--logdir` or `--train_dir`), not from gin.
 
 Single-machine training (`task=-1`, reference impala.md sections 6 and 10), all in this process but the environments:
 
@@ -43,6 +43,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from rundir import checkpoints as run_checkpoints
 from scalable_agent import actor as actor_lib
 from scalable_agent import agent as agent_lib
 from scalable_agent import checkpoints
@@ -50,12 +51,16 @@ from scalable_agent import dmlab30
 from scalable_agent import dynamic_batching
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
+from scalable_agent import original_flags
 from scalable_agent import progress as progress_lib
 from scalable_agent import py_process
 from scalable_agent import settings as settings_lib
 
 TEST_SUMMARY_DIR = 'test'  # Test mode's TensorBoard events, under the run directory.
 _POLL_S = 0.1  # How often blocked threads look at the stop flag.
+# The defaults of `experiment`'s parameters (logdir and mode aside): those of `Settings`, whose flag defaults are
+# `original_flags.DEFAULTS`.
+_DEFAULT = settings_lib.Settings()
 
 
 class MissingCheckpointError(FileNotFoundError):
@@ -65,34 +70,34 @@ class MissingCheckpointError(FileNotFoundError):
 
 @gin.configurable('experiment', module='scalable_agent', denylist=['logdir'])
 def experiment(logdir,
-               mode='train',
-               test_num_episodes=10,
-               task=-1,
-               job_name='learner',
-               total_environment_frames=int(1e9),
-               num_actors=4,
-               batch_size=2,
-               unroll_length=100,
-               num_action_repeats=4,
-               seed=1,
-               entropy_cost=0.00025,
-               baseline_cost=.5,
-               discounting=.99,
-               reward_clipping='abs_one',
-               dataset_path='',
-               level_name='explore_goal_locations_small',
-               width=96,
-               height=72,
-               learning_rate=0.00048,
-               decay=.99,
-               momentum=0.,
-               epsilon=.1,
-               learner_address='',
-               reverb_port=8000,
-               connect_timeout_s=60.,
-               reconnect_timeout_s=600.,
-               distribution_strategy='default',
-               checkpoint_interval_s=float(settings_lib.CHECKPOINT_INTERVAL_S)):
+               mode=original_flags.ORIGINAL['mode'].default,
+               test_num_episodes=_DEFAULT.test_num_episodes,
+               task=_DEFAULT.task,
+               job_name=_DEFAULT.job_name,
+               total_environment_frames=_DEFAULT.total_environment_frames,
+               num_actors=_DEFAULT.num_actors,
+               batch_size=_DEFAULT.batch_size,
+               unroll_length=_DEFAULT.unroll_length,
+               num_action_repeats=_DEFAULT.num_action_repeats,
+               seed=_DEFAULT.seed,
+               entropy_cost=_DEFAULT.entropy_cost,
+               baseline_cost=_DEFAULT.baseline_cost,
+               discounting=_DEFAULT.discounting,
+               reward_clipping=_DEFAULT.reward_clipping,
+               dataset_path=_DEFAULT.dataset_path,
+               level_name=_DEFAULT.level_name,
+               width=_DEFAULT.width,
+               height=_DEFAULT.height,
+               learning_rate=_DEFAULT.learning_rate,
+               decay=_DEFAULT.decay,
+               momentum=_DEFAULT.momentum,
+               epsilon=_DEFAULT.epsilon,
+               learner_address=_DEFAULT.learner_address,
+               reverb_port=_DEFAULT.reverb_port,
+               connect_timeout_s=_DEFAULT.connect_timeout_s,
+               reconnect_timeout_s=_DEFAULT.reconnect_timeout_s,
+               distribution_strategy=_DEFAULT.distribution_strategy,
+               checkpoint_interval_s=_DEFAULT.checkpoint_interval_s):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
@@ -301,7 +306,7 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   Raises:
     learner.NonFiniteError: the learner's losses or update, or an actor's logits, are non-finite (no checkpoint
       holds them).
-    checkpoints.RunDirectoryError: logdir holds checkpoints but none is readable, or a save failed (disk full).
+    rundir.errors.RunDirectoryError: logdir holds checkpoints but none is readable, or a save failed (disk full).
   """
   _check_settings(settings)
   tf.random.set_seed(settings.seed)
@@ -424,7 +429,7 @@ def test(logdir, settings):
   agent = settings_lib.make_agent(settings, levels[0])
   num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
   manager = checkpoints.make_checkpoint_manager(logdir, agent, num_environment_frames=num_environment_frames)
-  path, unreadable, _ = checkpoints.newest_readable(logdir)  # the files, not only the index file
+  path, unreadable, _ = run_checkpoints.newest_readable(logdir)  # the files, not only the index file
   for prefix, error in unreadable:
     logging.warning('%s is unreadable (%s); testing an older checkpoint.', prefix, error)
   if path is not None:  # Agent and frame counter only: the optimizer slots in the checkpoint are not needed.

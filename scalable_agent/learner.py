@@ -27,6 +27,7 @@ import contextlib
 import gin
 import tensorflow as tf
 
+from rundir import errors
 from scalable_agent import vtrace
 
 REWARD_CLIPPING_MODES = ('abs_one', 'soft_asymmetric')
@@ -34,12 +35,10 @@ STRATEGIES = ('default', 'mirrored', 'tpu')
 LOSS_NAMES = ('total_loss', 'pg_loss', 'baseline_loss', 'entropy_loss')  # the losses `Learner.train_step` returns
 
 
-class NonFiniteError(ValueError):
+class NonFiniteError(errors.DivergedError):
   """Training produced non-finite values (the learner's losses or update, an actor's logits): the run stops before
-  any checkpoint holds them. `user_error` tells the launcher to print the message alone, with exit status
-  `exit_code` (launcher.EXIT_DIVERGED)."""
-  user_error = True
-  exit_code = 5
+  any checkpoint holds them. A `rundir.errors.DivergedError` (a ValueError): the launcher prints the message alone,
+  exit status `errors.EXIT_DIVERGED`."""
 
 
 def make_strategy(name, devices=None, tpu=None):

@@ -10,6 +10,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from rundir import formatting
 from scalable_agent import checkpoints
 from scalable_agent import dmlab30
 from scalable_agent import learner as learner_lib
@@ -43,14 +44,6 @@ def stop_requested():
 def clear_stop_request(saves=True):
   """Forgets a stop request (when the training it stopped returns); `saves`: see `request_stop`."""
   _stop_request.update(signal=None, saves=saves)
-
-
-def _format_duration(seconds):
-  if not np.isfinite(seconds):
-    return '?'
-  seconds = int(seconds)
-  days, seconds = divmod(seconds, 86400)
-  return (f'{days}d ' if days else '') + time.strftime('%H:%M:%S', time.gmtime(seconds))
 
 
 class Summaries:
@@ -158,7 +151,7 @@ class LearnerProgress:
                    100. * frames / settings.total_environment_frames, rate,
                    (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'],
                    metrics['learning_rate'],
-                   _format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
+                   formatting.format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
       self._last_progress_time, self._last_progress_frames = now, frames
       self.summaries.flush()
     if now - self._last_checkpoint_time >= self._checkpoint_interval_s:

@@ -14,37 +14,40 @@ from scalable_agent import dmlab30
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
 from scalable_agent import networks
+from scalable_agent import original_flags
 
 CHECKPOINT_INTERVAL_S = 600  # The original's save_checkpoint_secs.
+_FLAG_DEFAULTS = original_flags.DEFAULTS
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """The original flags (see `experiment.experiment`), minus logdir and mode."""
-  test_num_episodes: int = 10
-  task: int = -1
-  job_name: str = 'learner'
-  total_environment_frames: int = int(1e9)
-  num_actors: int = 4
-  batch_size: int = 2
-  unroll_length: int = 100
-  num_action_repeats: int = 4
-  seed: int = 1
-  entropy_cost: float = 0.00025
-  baseline_cost: float = .5
-  discounting: float = .99
-  reward_clipping: str = 'abs_one'
-  dataset_path: str = ''
-  level_name: str = 'explore_goal_locations_small'
-  width: int = 96
-  height: int = 72
-  learning_rate: float = 0.00048
-  decay: float = .99
-  momentum: float = 0.
-  epsilon: float = .1
+  """The original flags (see `experiment.experiment`), minus logdir and mode; their defaults are
+  `original_flags.DEFAULTS`."""
+  test_num_episodes: int = _FLAG_DEFAULTS['test_num_episodes']
+  task: int = _FLAG_DEFAULTS['task']
+  job_name: str = _FLAG_DEFAULTS['job_name']
+  total_environment_frames: int = _FLAG_DEFAULTS['total_environment_frames']
+  num_actors: int = _FLAG_DEFAULTS['num_actors']
+  batch_size: int = _FLAG_DEFAULTS['batch_size']
+  unroll_length: int = _FLAG_DEFAULTS['unroll_length']
+  num_action_repeats: int = _FLAG_DEFAULTS['num_action_repeats']
+  seed: int = _FLAG_DEFAULTS['seed']
+  entropy_cost: float = _FLAG_DEFAULTS['entropy_cost']
+  baseline_cost: float = _FLAG_DEFAULTS['baseline_cost']
+  discounting: float = _FLAG_DEFAULTS['discounting']
+  reward_clipping: str = _FLAG_DEFAULTS['reward_clipping']
+  dataset_path: str = _FLAG_DEFAULTS['dataset_path']
+  level_name: str = _FLAG_DEFAULTS['level_name']
+  width: int = _FLAG_DEFAULTS['width']
+  height: int = _FLAG_DEFAULTS['height']
+  learning_rate: float = _FLAG_DEFAULTS['learning_rate']
+  decay: float = _FLAG_DEFAULTS['decay']
+  momentum: float = _FLAG_DEFAULTS['momentum']
+  epsilon: float = _FLAG_DEFAULTS['epsilon']
   # Multi-machine training (issue #8; not flags of the original): scalable_agent/distributed.py.
-  learner_address: str = ''
-  reverb_port: int = 8000
+  learner_address: str = _FLAG_DEFAULTS['learner_address']
+  reverb_port: int = _FLAG_DEFAULTS['reverb_port']
   connect_timeout_s: float = 60.
   reconnect_timeout_s: float = 600.
   distribution_strategy: str = 'default'

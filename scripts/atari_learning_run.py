@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
 
 sys.path.insert(0, REPO_ROOT)
 
-import console  # pylint: disable=g-import-not-at-top,wrong-import-position
+from launcher import console  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 CONFIG = 'configs/impala_atari.gin'

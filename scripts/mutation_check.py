@@ -45,12 +45,12 @@ REWARDS = 'tests/uvf/test_rewards_functions.py'
 CORRECTION = 'tests/uvf/test_off_policy_correction.py'
 CONTEXT = 'tests/uvf/test_context.py'
 COLLECT = 'tests/uvf/test_collect.py'
-TRAIN = 'uvf/trainer.py'  # the compiled trainer (HiroTrainer): the updates' inputs
+TRAIN = 'uvf/train_step.py'  # the compiled training step (HiroTrainer): the updates' inputs
 TD3 = 'uvf/agents/ddpg_agent.py'
 OPC = 'uvf/off_policy_correction.py'
 
 MUTATIONS = [
-    # The meta-level update (uvf/trainer.py): relabelling, rewards, discounts, merged states.
+    # The meta-level update (uvf/train_step.py): relabelling, rewards, discounts, merged states.
     Mutation('meta_relabelling_skipped', TRAIN,
              'goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)',
              'goals = tf.identity(goals)', [META_BATCH, TF1_META]),
@@ -64,7 +64,7 @@ MUTATIONS = [
              [META_BATCH, TF1_META]),
     Mutation('meta_next_state_with_old_target', TRAIN, 'merged_states(next_states, [next_contexts])',
              'merged_states(next_states, [contexts])', [META_BATCH, TF1_META]),
-    # The low-level update (uvf/trainer.py).
+    # The low-level update (uvf/train_step.py).
     Mutation('low_gamma_dropped', TRAIN, '[goals], self._gamma)', '[goals], 1.0)', [LOW_BATCH, TF1_LOW]),
     Mutation('low_trains_on_stored_reward', TRAIN, '[goals]), actions, context_rewards, discounts,',
              '[goals]), actions, rewards, discounts,', [LOW_BATCH, TF1_LOW]),

@@ -1,5 +1,5 @@
-"""console.py: which lines reach the screen. The native lines below are copied from real runs of run_train.py on
-TensorFlow 2.15 (CPU machine); the relay is run on a real pipe."""
+"""launcher/console.py: which lines reach the screen. The native lines below are copied from real runs of
+run_train.py on TensorFlow 2.15 (CPU machine); the relay is run on a real pipe."""
 
 import logging
 import os
@@ -7,7 +7,7 @@ import select
 import threading
 import time
 
-import console
+from launcher import console
 
 # Printed by TensorFlow / XLA / absl C++ on the first screen of `run_train.py configs/impala_builtin.gin`.
 NATIVE = [

@@ -29,7 +29,7 @@ print('OpenGL modules imported:', sorted(m for m in sys.modules if m.split('.')[
 sys.exit(code)
 '''
 # What must not be on the first screen: native log lines (TensorFlow, XLA, absl C++), absl's prefixed lines, other
-# libraries' lines (console.py marks their warnings 'warning (library): '), gym's and PyOpenGL's messages.
+# libraries' lines (launcher/console.py marks their warnings 'warning (library): '), gym's and PyOpenGL's messages.
 NOISE = re.compile(r'^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d{6}|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: |WARNING: |warning \(|'
                    r'error \()|Gym has been unmaintained|Unable to register|OpenGL_accelerate')
 

@@ -5,6 +5,7 @@ that nothing is written when a run is refused. The others call `launcher.plan` i
 """
 
 import dataclasses
+import inspect
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from absl import flags
 
 import launcher
 
-REPO = Path(launcher.__file__).resolve().parent
+REPO = launcher.REPO_ROOT
 TOP_LEVEL_HIRO = ['ant_maze', 'ant_push', 'ant_fall', 'ant_block', 'ant_block_maze', 'point_maze', 'ant_maze_xy',
                   'ant_maze_repr']
 TOP_LEVEL_IMPALA = ['impala_dmlab', 'impala_dmlab30', 'impala_atari']
@@ -81,9 +82,8 @@ def test_typo_in_a_config_file_names_the_file_and_line(tmp_path):
 
 
 def test_impala_atari_starts(tmp_path):
-  """IMPALA is built (issue #6): its configs pass the launcher's checks and reach scalable_agent.experiment."""
+  """IMPALA's configs pass the launcher's checks and reach scalable_agent.experiment."""
   p = make_plan('train', 'configs/impala_atari.gin', '--train_dir', str(tmp_path / 'run'))
-  launcher.check_implemented(p)  # No longer a placeholder: raises nothing.
   assert p.system.key == 'scalable_agent' and p.program == 'train'
   assert p.system.entry['train'] == 'scalable_agent.experiment:experiment'
 
@@ -224,6 +224,24 @@ def test_impala_flags_defaults_and_gin_defaults_are_the_originals(monkeypatch):
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
   for name, value in IMPALA_FLAG_DEFAULTS.items():
     assert experiment.bound_value(name) == value
+
+
+def test_impala_flags_are_defined_from_the_one_source_of_their_defaults():
+  """The launcher's IMPALA flags, `experiment`'s parameters and `Settings` take their defaults from
+  `scalable_agent.original_flags`; the flags also their help and choices."""
+  from scalable_agent import experiment, original_flags, settings  # pylint: disable=g-import-not-at-top
+  fv = flags.FlagValues()
+  launcher.define_flags(fv)
+  parameters = inspect.signature(experiment.experiment).parameters
+  fields = {f.name: f.default for f in dataclasses.fields(settings.Settings)}
+  sources = {**original_flags.ORIGINAL, **original_flags.DISTRIBUTED}
+  assert launcher.IMPALA_FLAGS == tuple(original_flags.ORIGINAL)
+  for name, source in sources.items():
+    assert fv[name].default == source.default and type(fv[name].default) is type(source.default), name
+    assert fv[name].help.endswith(source.help), name
+    assert getattr(fv[name].parser, 'enum_values', None) == (list(source.choices) if source.choices else None), name
+    assert parameters[name].default == source.default, name
+    assert name == 'mode' or fields[name] == source.default, name
 
 
 def test_original_impala_command_line_without_config(monkeypatch):
@@ -407,6 +425,20 @@ def test_includes_resolve_under_configs_before_the_current_directory(tmp_path, m
   monkeypatch.chdir(tmp_path)
   launcher.parse_gin([launcher.resolve_config_path('configs/point_maze.gin')], [])
   assert gin.query_parameter('create_maze_env.env_name') == 'PointMaze'
+
+
+def test_includes_of_a_config_in_the_current_directory_resolve_under_configs_then_there(tmp_path, monkeypatch):
+  """A user's config may include a file of the current directory, which may include the repository's configs; gin's
+  messages still name the file and line of a mistake in an included file."""
+  (tmp_path / 'mine.gin').write_text("include 'base.gin'\n")
+  (tmp_path / 'base.gin').write_text("include 'point_maze.gin'\ntrain_uvf.batch_size = 7\n")
+  monkeypatch.chdir(tmp_path)
+  launcher.parse_gin([tmp_path / 'mine.gin'], [])
+  assert gin.query_parameter('create_maze_env.env_name') == 'PointMaze'
+  assert gin.query_parameter('train_uvf.batch_size') == 7
+  (tmp_path / 'base.gin').write_text("include 'point_maze.gin'\n\ntrain_uvf.bach_size = 7\n")
+  with pytest.raises(launcher.LaunchError, match=r"(?s)bach_size.*base\.gin.*line 3"):
+    launcher.parse_gin([tmp_path / 'mine.gin'], [])
 
 
 def test_importing_the_launcher_changes_no_environment_variable(tmp_path):

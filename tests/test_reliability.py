@@ -29,8 +29,10 @@ import pytest
 import tensorflow as tf
 
 import launcher
+from rundir import checkpoints as run_checkpoints
+from rundir import errors
 
-REPO = Path(launcher.__file__).resolve().parent
+REPO = launcher.REPO_ROOT
 LOG_DIR = None  # set by the `_logs` fixture
 
 HIRO = ['configs/ant_maze.gin'] + [a for b in [
@@ -281,7 +283,7 @@ def test_hiro_unreadable_or_unsupported_checkpoints_are_refused_unchanged(hiro_r
                               'not supported'}
   for case, run_dir in cases.items():
     before = snapshot(run_dir)
-    with pytest.raises(checkpoints.RunDirectoryError) as info:
+    with pytest.raises(errors.RunDirectoryError) as info:
       checkpoints.find_resumable(str(run_dir), str(run_dir / 'policy'))
     assert expected[case] in str(info.value) and 'othing was changed' in str(info.value), (case, info.value)
     assert info.value.exit_code == launcher.EXIT_RUN_DIR and info.value.user_error
@@ -310,7 +312,7 @@ def test_hiro_full_disk(tmp_path):
     assert 'writing the full checkpoint model.ckpt-200' in result.err and 'the disk is full' in result.err
     assert re.search(r'It needs about 11\.\d MB; \d+\.\d MB free there', result.err), result
     assert f'The previous checkpoint {run_dir}/model.ckpt-150 is intact' in result.err
-    assert checkpoints_in(run_dir) == [100, 150] and checkpoints.unreadable(str(run_dir / 'model.ckpt-150')) is None
+    assert checkpoints_in(run_dir) == [100, 150] and run_checkpoints.unreadable(str(run_dir / 'model.ckpt-150')) is None
     before = snapshot(run_dir)
     again = train(args)
     assert again.code == launcher.EXIT_RUN_DIR, again
@@ -508,7 +510,7 @@ def test_impala_lost_index_and_corrupt_newest_resume_from_the_newest_readable(tm
   for path in tmp_path.glob('model.ckpt-*.index'):
     path.unlink()
   (tmp_path / 'checkpoint').unlink()
-  with pytest.raises(checkpoints.RunDirectoryError, match='cannot be resumed: it holds no checkpoint'):
+  with pytest.raises(errors.RunDirectoryError, match='cannot be resumed: it holds no checkpoint'):
     checkpoints.restore_latest(_impala_manager(tmp_path, agent, learner))
 
 
@@ -526,7 +528,7 @@ def test_impala_save_on_a_full_disk(tmp_path):
     if not mounted:
       limit_file_size()  # in this process: each checkpoint (9.3 MB) is over the limit
     saved = []
-    with pytest.raises(checkpoints.RunDirectoryError) as info:
+    with pytest.raises(errors.RunDirectoryError) as info:
       for frames in (0, 10, 20):
         learner.num_environment_frames.assign(frames)
         saved.append(checkpoints.save(manager))
@@ -534,7 +536,7 @@ def test_impala_save_on_a_full_disk(tmp_path):
     assert f'writing a checkpoint into {disk} failed' in message and info.value.exit_code == launcher.EXIT_RUN_DIR
     assert not list(disk.glob('*_temp'))
     if mounted:
-      assert 'the disk is full' in message and re.search(r'it needs about 9\.\d MB, \d+\.\d MB free', message)
+      assert 'the disk is full' in message and re.search(r'It needs about 9\.\d MB; \d+\.\d MB free', message)
       assert f'The previous checkpoint {disk}/model.ckpt-10 is intact' in message
       assert checkpoints_in(disk) == [0, 10] and all_finite(disk / 'model.ckpt-10')
   finally:

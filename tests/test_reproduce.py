@@ -23,7 +23,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, 'scripts'))
 
 import reproduce  # pylint: disable=g-import-not-at-top,wrong-import-position
-from uvf import reproduction  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import plan as plans  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import seeds  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import status  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 EPISODE = 50
 STEPS = 600  # 12 episodes of 50 steps: the runs stop at 700
@@ -86,7 +91,7 @@ def pid_of(root, seed, kind):
 
 def training_midway(root, seed):
   """The pid of the seed's training once it has written a full checkpoint and is not finished."""
-  step = reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}'))
+  step = progress.full_checkpoint_step(os.path.join(root, f'seed_{seed}'))
   path = os.path.join(root, 'logs', f'seed_{seed}.train.pid')
   if step is None or step >= STEPS + 100 or not os.path.exists(path):
     return None
@@ -119,8 +124,8 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
     first.process.kill()  # kill -9 of the kit: its children live on in their own sessions
     first.process.wait()
     os.kill(paused.pop(1), signal.SIGKILL)  # seed 1's training dies too (a crash)
-    wait_until(lambda: not reproduce.running('run_train.py', os.path.join(root, 'seed_1')), 'seed 1 gone', 30)
-    resume_step = reproduction.full_checkpoint_step(os.path.join(root, 'seed_1'))
+    wait_until(lambda: processes.holder(os.path.join(root, 'seed_1')) is None, 'seed 1 gone', 30)
+    resume_step = progress.full_checkpoint_step(os.path.join(root, 'seed_1'))
 
     second = Kit(kit_command(root))
     # Seed 0's training is alive (paused): the kit adopts it instead of starting a second one.
@@ -149,8 +154,8 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   seed_rows = {}
   for seed in (0, 1):
     train_dir = os.path.join(root, f'seed_{seed}')
-    assert reproduction.full_checkpoint_step(train_dir) == STEPS + 100
-    assert list(reproduction.policy_steps(train_dir)) == expected_steps
+    assert progress.full_checkpoint_step(train_dir) == STEPS + 100
+    assert list(progress.policy_steps(train_dir)) == expected_steps
     with open(os.path.join(train_dir, 'run.json')) as f:
       bindings = json.load(f)['bindings']
     assert bindings[-3:] == [f'train_uvf.seed = {seed}', f'train_uvf.save_policy_every_n_steps = {POLICY_EVERY}',
@@ -162,8 +167,7 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
     assert {r['num_episodes'] for r in rows} == {2}
     seed_rows[seed] = rows
     # No process is left behind.
-    assert not reproduce.running('run_train.py', train_dir)
-    assert not reproduce.running('run_eval.py', os.path.join(train_dir, 'eval'))
+    assert processes.holder(train_dir) is None and processes.holder(os.path.join(train_dir, 'eval')) is None
 
   # The aggregate, against a re-computation from the results files.
   with open(os.path.join(root, 'aggregate', 'table1.csv')) as f:
@@ -251,7 +255,7 @@ def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
   steps = 20 * STEPS  # long enough to be stopped midway
   kit = Kit(kit_command(root, seeds=3, extra=['--parallel', '2'], steps=steps))
   try:
-    wait_until(lambda: all(reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
+    wait_until(lambda: all(progress.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
                'both trainings midway')
     stop = subprocess.run(kit_command(root, seeds=3, extra=['--parallel', '2', '--stop'], steps=steps), cwd=REPO,
                           capture_output=True, text=True, timeout=300)
@@ -265,9 +269,9 @@ def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
   assert 'restarting it' not in out and 'seed 2:' not in out.replace('seed 2: stopped.', '')
   assert not os.path.exists(os.path.join(root, 'logs', 'seed_2.train.log'))
   for seed in (0, 1):
-    assert reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) < steps + 100  # stopped midway
-    assert not reproduce.running('run_train.py', os.path.join(root, f'seed_{seed}'))
-    assert not reproduce.running('run_eval.py', os.path.join(root, f'seed_{seed}', 'eval'))
+    assert progress.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) < steps + 100  # stopped midway
+    assert processes.holder(os.path.join(root, f'seed_{seed}')) is None
+    assert processes.holder(os.path.join(root, f'seed_{seed}', 'eval')) is None
 
 
 def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
@@ -278,7 +282,7 @@ def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
   steps = 20 * STEPS
   kit = Kit(kit_command(root, seeds=2, extra=['--parallel', '2'], steps=steps), new_session=True)
   try:
-    wait_until(lambda: all(reproduction.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
+    wait_until(lambda: all(progress.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
                'both trainings midway')
     os.killpg(kit.process.pid, signal.SIGHUP)
     assert kit.process.wait(timeout=300) == 129, kit.output()[-3000:]
@@ -291,11 +295,11 @@ def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
   stopped_at = {}
   for seed in (0, 1):
     directory = os.path.join(root, f'seed_{seed}')
-    assert not reproduce.running('run_train.py', directory) and not reproduce.running('run_eval.py', directory + '/eval')
+    assert processes.holder(directory) is None and processes.holder(directory + '/eval') is None
     with open(os.path.join(root, 'logs', f'seed_{seed}.train.log')) as f:
       log = f.read()
     assert 'run_train: stopped by SIGINT after writing the checkpoint' in log, log[-2000:]
-    stopped_at[seed] = reproduction.full_checkpoint_step(directory)
+    stopped_at[seed] = progress.full_checkpoint_step(directory)
     assert 0 < stopped_at[seed] < steps + 100
   again = Kit(kit_command(root, seeds=2, extra=['--parallel', '2'], steps=steps))
   try:
@@ -389,23 +393,113 @@ def test_kit_runs_only_some_seeds_and_aggregates_seeds_run_elsewhere(tmp_path, c
   assert "seed 0's at step 400 (success 1.00), evaluated elsewhere" in error and not export.exists()
 
 
-def test_running_lists_a_process_not_its_forked_child(tmp_path):
-  """A run_train.py that forks (console.filter_native_stderr's stderr relay has the same command line) is one
-  writer: `running` lists the parent only, so --stop does not call the child a process the kit did not start."""
-  script = tmp_path / 'run_train.py'
-  script.write_text('import os, sys, time\nif os.fork() == 0:\n  time.sleep(60)\n  os._exit(0)\n'
-                    'print("forked", flush=True)\ntime.sleep(60)\n')
-  train_dir = tmp_path / 'run'
-  process = subprocess.Popen([sys.executable, str(script), '--train_dir', str(train_dir)], stdout=subprocess.PIPE,
-                             text=True, start_new_session=True)
+# A program that writes a run directory as run_train.py / run_eval.py do: it forks first (as console's stderr relay,
+# with the same command line), then takes the directory's lock (`rundir.lock.RunLock`) and holds it until stopped.
+HOLDER = """import os, sys, time
+sys.path.insert(0, sys.argv[2])
+from rundir import lock
+if os.fork() == 0:
+  time.sleep(120)
+  os._exit(0)
+lock.RunLock(sys.argv[1]).acquire()
+print('held', flush=True)
+time.sleep(120)
+"""
+
+
+def hold(tmp_path, run_dir, kit_spec=None):
+  """A process holding `run_dir`'s lock: started as the kit starts its processes (its pid file written) for the seed
+  of `kit_spec`, or by hand. Returns its Popen once the lock is held."""
+  script = tmp_path / 'holder.py'
+  script.write_text(HOLDER)
+  os.makedirs(run_dir, exist_ok=True)
+  command = [sys.executable, str(script), str(run_dir), REPO]
+  if kit_spec is not None:
+    process = seeds.start(kit_spec, 'train', command)
+  else:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
+  wait_until(lambda: (processes.holder(run_dir) or {}).get('pid') == process.pid, 'the lock held', 60)
+  return process
+
+
+def kill_group(process):
+  """SIGKILL to the process group of `process` (itself and its fork), then reaps it."""
   try:
-    assert process.stdout.readline().strip() == 'forked'
-    children = [int(p) for p in open(f'/proc/{process.pid}/task/{process.pid}/children').read().split()]
-    assert len(children) == 1  # the fork is there, with the same command line
-    assert reproduce.running('run_train.py', str(train_dir)) == [process.pid]
-  finally:
     os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+  except ProcessLookupError:
+    pass
+  process.wait()
+
+
+def seed_spec(root, seed, run_length=3_000_100):
+  train_dir = os.path.join(root, f'seed_{seed}')
+  return seeds.SeedSpec(seed=seed, train_dir=train_dir, eval_dir=os.path.join(train_dir, 'eval'), train_command=[],
+                        eval_command=[], log_dir=os.path.join(root, 'logs'), run_length=run_length, modes=['eval3'],
+                        poll_secs=0.5, max_restarts=0, detach=True, repo_root=REPO,
+                        heldout_dir=os.path.join(train_dir, 'heldout'), budget=3_000_000, primary_mode='eval3')
+
+
+def test_processes_are_found_by_the_lock_they_hold_not_their_fork(tmp_path, capsys):
+  """The holder of a run directory's lock is its writer: the process that took the lock, not the child it forked
+  before (same command line); the kit's own (its pid file) is stopped by --stop, one started by hand is left."""
+  spec = seed_spec(str(tmp_path / 'r'), 0)
+  process = hold(tmp_path, spec.train_dir, kit_spec=spec)
+  by_hand = None
+  try:
+    record = processes.holder(spec.train_dir)
+    assert (record['pid'], record['command']) == (process.pid, [str(tmp_path / 'holder.py'), spec.train_dir, REPO])
+    assert processes.started_by_kit(spec.pid_file('train'), record)
+    assert not processes.started_by_kit(spec.pid_file('eval'), record)  # no record of the kit there
+    assert processes.holder(spec.eval_dir) is None  # nothing holds it (no lock file)
+    other = seed_spec(str(tmp_path / 'r'), 1)
+    by_hand = hold(tmp_path, other.train_dir)
+    assert not processes.started_by_kit(other.pid_file('train'), processes.holder(other.train_dir))
+    # --stop: the kit's process gets SIGINT and has released its lock when it returns; the other is left running.
+    for one in (spec, other):
+      seeds.stop_started(one, 'train', report=print)
+    out = capsys.readouterr().out
+    assert f'seed 0: stopping train (pid {process.pid}).' in out
+    assert f'seed 1: train pid {by_hand.pid} was not started by the kit; left running.' in out
+    assert processes.holder(spec.train_dir) is None and process.wait(timeout=30) != 0
+    assert processes.holder(other.train_dir)['pid'] == by_hand.pid
+  finally:
+    for one in (process, by_hand):
+      if one is not None:
+        kill_group(one)
+  assert processes.holder(other.train_dir) is None  # a killed holder's lock is free at once
+
+
+def test_status_reads_the_progress_file_the_locks_and_the_checkpoints(tmp_path):
+  """--status without log text or /proc: seed 0 runs (it holds its lock) and has written progress.json; seed 1 is a
+  run of older code (no progress.json), stopped: its checkpoints say where; seed 2 has not started."""
+  root = str(tmp_path / 'r')
+  specs = [seed_spec(root, seed) for seed in range(3)]
+  now = time.time()
+  os.makedirs(specs[0].train_dir)
+  with open(os.path.join(specs[0].train_dir, 'progress.json'), 'w') as f:
+    json.dump({'step': 122_000, 'total_steps': 3_000_100, 'rate': 200.0, 'eta_s': 14_390.5, 'time': now - 5,
+               'pid': 1, 'state': 'running'}, f)
+  os.makedirs(os.path.join(specs[1].train_dir, 'policy'))
+  for directory, step in ((os.path.join(specs[1].train_dir, 'policy'), 100_000), (specs[1].train_dir, 120_000)):
+    for suffix in ('.index', '.data-00000-of-00001'):
+      open(os.path.join(directory, f'model.ckpt-{step}{suffix}'), 'wb').close()
+  with open(os.path.join(specs[1].train_dir, 'checkpoint'), 'w') as f:
+    f.write('model_checkpoint_path: "model.ckpt-120000"\n')
+  protocol_ = protocol.Protocol(task='AntMaze', modes=('eval3',), goals={'eval3': [0., 16.]}, primary_mode='eval3',
+                                max_steps_per_episode=500, eval_episodes=50, paper=protocol.PAPER_TABLE1['AntMaze'])
+  plan = plans.Plan(root=root, name='ant_maze', protocol=protocol_, specs=specs, resumes={}, manifest={},
+                    parallel=1, budget=3_000_000)
+  process = hold(tmp_path, specs[0].train_dir, kit_spec=specs[0])
+  try:
+    lines = status.status_table(plan, now).splitlines()
+  finally:
+    kill_group(process)
+  # 122,000 steps at now - 5 at 200 steps/s: ~123,000 now; (3,000,100 - 123,000) / 200 s = 3h59m left.
+  assert lines[1].split()[:9] == ['0', 'training', '(pid', f'{process.pid})', '~123000', '3000100', '200', '3h59m',
+                                  '0/0']
+  assert lines[2].split()[:6] == ['1', 'stopped', '(resumes', 'at', '120000)', '120000']
+  assert lines[2].split()[7] == '0/1'  # its policy checkpoint, not evaluated
+  assert lines[3].split()[:4] == ['2', 'not', 'started', '0']
 
 
 def test_kit_prints_no_third_party_banner(tmp_path):
@@ -431,10 +525,9 @@ def test_ray_backend_on_a_local_ray_instance(tmp_path):
   assert 'seed 0: submitted to Ray.' in out
   assert '(run_seed pid=' in out  # the job's own messages come from a Ray worker process
   train_dir = os.path.join(root, 'seed_0')
-  assert reproduction.full_checkpoint_step(train_dir) == 300
+  assert progress.full_checkpoint_step(train_dir) == 300
   with open(os.path.join(train_dir, 'eval', 'results.json')) as f:
     rows = json.load(f)
   assert sorted((r['step'], r['mode']) for r in rows) == [(200, m) for m in MODES]
   assert os.path.exists(os.path.join(root, 'aggregate', 'table1.csv'))
-  assert not reproduce.running('run_train.py', train_dir)
-  assert not reproduce.running('run_eval.py', os.path.join(train_dir, 'eval'))
+  assert processes.holder(train_dir) is None and processes.holder(os.path.join(train_dir, 'eval')) is None

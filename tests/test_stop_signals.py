@@ -26,7 +26,7 @@ import pytest
 
 import launcher
 
-REPO = Path(launcher.__file__).resolve().parent
+REPO = launcher.REPO_ROOT
 GRACE_S = 30  # SLURM's KillWait and Kubernetes' terminationGracePeriodSeconds, by default
 
 HIRO = ['configs/ant_maze.gin'] + [a for b in [
@@ -237,7 +237,8 @@ def test_stops_by_timeout_group_signals_grace_and_a_dead_relay(system, tmp_path)
 def test_the_relay_outlives_every_stop_signal_and_ends_with_its_pipe(signum):
   """The relay process ignores every stop signal, even sent to it alone, and ends when its pipe closes (here: when
   the program that started it exits)."""
-  code = ('import console, os, signal, sys, time\n'
+  code = ('import os, signal, sys, time\n'
+          'from launcher import console\n'
           'console.filter_native_stderr()\n'
           'os.kill(console.RELAY.pid, int(sys.argv[1]))\n'
           'time.sleep(0.5)\n'

@@ -17,31 +17,28 @@ checkpoints); nothing is assigned unless everything matches (`CheckpointMismatch
 `checkpoint_step(path)` is the global step of a checkpoint. `export_tf1_policy(variables_by_name, path)` writes a
 name-based TF1 checkpoint, as the original's policy Saver did.
 
-Run directories (`uvf.train.TrainingLoop`, docs/reliability.md): `list_checkpoints` scans a directory for
-`model.ckpt-<step>` checkpoints (the `checkpoint` index file may be lost), `unreadable(prefix)` reads every tensor
-(a truncated or corrupt file shows), `set_aside(prefix)` renames a corrupt one out of the way (kept for inspection),
-`remove_partial_saves` deletes what an interrupted save left (`*_temp` folders), `write_index` rebuilds the
-`checkpoint` index file, `storage_error` turns a failed write into one `RunDirectoryError` naming the directory, the
-size needed and what is free.
+Resuming a run (`uvf.run_loop`, docs/reliability.md): `find_resumable(train_dir, policy_dir)` chooses the full
+checkpoint to resume from with `rundir.checkpoints.resume`, which scans, sets aside and rebuilds (the run-directory
+library shared with IMPALA), and refuses what HIRO cannot resume (an original TF1 full training checkpoint).
 
 `read_policy_tensors(path)` reads a checkpoint's entries by TF1 name, as they are.
 
-This module is a library: it imports no other module of `uvf` (the command line that exports and lists checkpoints
-is `scripts/hiro_checkpoints.py`).
+This module is a library: it imports no other module of `uvf`, only `rundir` (the command line that exports and lists
+checkpoints is `scripts/hiro_checkpoints.py`). It knows no file of `configs/`: a caller that does passes
+`restore_policy(..., known_configs=...)` to name them in its error messages (`uvf.eval.CONFIGS_BY_SHAPES`).
 """
 
 import collections
-import errno
-import glob
 import os
 import re
-import shutil
 
-from absl import logging
 import tensorflow as tf
 
+from rundir import checkpoints as run_checkpoints
+from rundir import errors
+
 # Keys of this port's (object-based, TF2) policy checkpoints.
-TF2_OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'
+TF2_OBJECT_GRAPH_KEY = run_checkpoints.OBJECT_GRAPH_KEY
 TF2_VARIABLES_PREFIX = 'variables/'
 TF2_VALUE_SUFFIX = '/.ATTRIBUTES/VARIABLE_VALUE'
 TF2_SAVE_COUNTER_KEY = 'save_counter' + TF2_VALUE_SUFFIX
@@ -66,40 +63,18 @@ _TRAINING_ONLY_NAME = re.compile(
     r'|episode_meta_rewards|all_embed|states_var|actions_var|state_var|reward_var|meta_action_var'
     r'|meta_context_var\d+)$|^meta_agent/action_context_\d+_\d+$)')
 
-# (goal setting, observation dim O, meta context dim M) -> the configs of this repository with those shapes.
-_CONFIGS_BY_SHAPES = {
-    ('hiro_orig', 30, 2): ['configs/ant_maze.gin', 'configs/ant_push.gin'],
-    ('hiro_orig', 30, 3): ['configs/ant_fall.gin'],
-    ('hiro_xy', 30, 2): ['configs/ant_maze_xy.gin'],
-    ('hiro_xy', 33, 2): ['configs/ant_block.gin', 'configs/ant_block_maze.gin'],
-    ('hiro_xy', 7, 2): ['configs/point_maze.gin'],
-    ('hiro_repr', 30, 2): ['configs/ant_maze_repr.gin', 'configs/ant_push_repr.gin'],
-    ('hiro_repr', 30, 3): ['configs/ant_fall_repr.gin'],
-    ('hiro_repr', 33, 2): ['configs/ant_block_repr.gin', 'configs/ant_block_maze_repr.gin'],
-    ('hiro_repr', 7, 2): ['configs/point_maze_repr.gin'],
-}
 _ROBOTS_BY_OBSERVATION_DIM = {7: 'Point: PointMaze', 30: 'Ant: AntMaze / AntPush / AntFall',
                               33: 'Ant: AntBlock / AntBlockMaze', 105: 'Ant with top-down images: the *_img tasks'}
 
 
-class CheckpointMismatchError(ValueError):
-  """A checkpoint's names, shapes or dtypes do not match the variables to restore (nothing was assigned).
-  `user_error`: the launcher prints the message alone (e.g. a wrong `train_uvf.load_path`)."""
-  user_error = True
+class CheckpointMismatchError(errors.UserError, ValueError):
+  """A checkpoint's names, shapes or dtypes do not match the variables to restore (nothing was assigned). A user
+  error: the launcher prints the message alone (e.g. a wrong `train_uvf.load_path`), exit status 2."""
 
 
-class NotACheckpointError(ValueError):
-  """The path is not a readable TensorFlow checkpoint (no `<prefix>.index`, or an unreadable one). `user_error`: as
+class NotACheckpointError(errors.UserError, ValueError):
+  """The path is not a readable TensorFlow checkpoint (no `<prefix>.index`, or an unreadable one). A user error, as
   `CheckpointMismatchError`."""
-  user_error = True
-
-
-class RunDirectoryError(ValueError):
-  """The run directory cannot be used now: its checkpoints are unreadable or of an unsupported kind, or the disk is
-  full (at the start or during a save). The message names the files, the sizes and the fix; `user_error` tells the
-  launcher to print it alone, with exit status `exit_code` (launcher.EXIT_RUN_DIR)."""
-  user_error = True
-  exit_code = 4
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -281,8 +256,9 @@ def _shorten(names, limit=_MAX_LISTED):
   return ', '.join(names[:limit]) + f', ... ({len(names) - limit} more)'
 
 
-def _describe_shapes(shapes):
-  """What a {TF1 name: shape list} map looks like: dict with 'setting', 'O', 'M', 'G' (None where unknown)."""
+def describe_shapes(shapes):
+  """What a {TF1 name: shape list} map looks like: {'setting': goal setting 'hiro_orig' / 'hiro_xy' / 'hiro_repr',
+  'O': observation dim, 'M': meta (task) context dim, 'G': goal dim}, None where unknown."""
   def dim(name, axis):
     shape = shapes.get(name)
     return int(shape[axis]) if shape is not None and len(shape) > axis else None
@@ -309,7 +285,7 @@ def _describe_shapes(shapes):
 
 def describe(shapes):
   """A one-line description of the configuration a {TF1 name: shape} map was built with."""
-  d = _describe_shapes(shapes)
+  d = describe_shapes(shapes)
   parts = [d['setting'] or 'an unknown goal setting']
   if d['G'] is not None:
     parts.append(f'goal dim SUBGOAL_DIM={d["G"]}')
@@ -321,12 +297,12 @@ def describe(shapes):
   return ', '.join(parts)
 
 
-def _config_hint(checkpoint_shapes, model_shapes):
-  found, built = _describe_shapes(checkpoint_shapes), _describe_shapes(model_shapes)
+def _config_hint(checkpoint_shapes, model_shapes, known_configs=None):
+  found, built = describe_shapes(checkpoint_shapes), describe_shapes(model_shapes)
   if found == built:
     return ('The checkpoint and the model have the same goal setting and dims; check the network sizes '
             '(ddpg_actor_net.hidden_layers, ddpg_critic_net.*_hidden_layers) bound by the gin files.')
-  configs = _CONFIGS_BY_SHAPES.get((found['setting'], found['O'], found['M']))
+  configs = (known_configs or {}).get((found['setting'], found['O'], found['M']))
   advice = ('evaluate it with the configuration it was trained with, e.g. ' + ' or '.join(configs)) if configs else (
       'evaluate it with the gin configuration it was trained with')
   if found['setting'] == 'hiro_repr' and built['setting'] != 'hiro_repr':
@@ -335,7 +311,7 @@ def _config_hint(checkpoint_shapes, model_shapes):
           f'{describe(model_shapes)}: {advice}.')
 
 
-def _format_problems(entries, missing, unexpected, misshaped, targets, allow_extra):
+def _format_problems(entries, missing, unexpected, misshaped, targets, allow_extra, known_configs=None):
   lines = [f'checkpoint {entries.path} ({entries.format} format) does not match the policy variables; nothing '
            'was restored:']
   if missing:
@@ -363,7 +339,7 @@ def _format_problems(entries, missing, unexpected, misshaped, targets, allow_ext
                  'restore_policy(..., allow_extra=True) ignore them.')
   if entries.entries and (misshaped or (missing and unexpected) or any(
       name.startswith('state_preprocess/') for name in list(missing) + list(unexpected))):
-    lines.append('  ' + _config_hint(checkpoint_shapes, model_shapes))
+    lines.append('  ' + _config_hint(checkpoint_shapes, model_shapes, known_configs))
   return '\n'.join(lines)
 
 
@@ -371,7 +347,7 @@ def _format_problems(entries, missing, unexpected, misshaped, targets, allow_ext
 # Restore and export.
 
 
-def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
+def restore_policy(path, variables_by_name, allow_extra=False, subset=False, known_configs=None):
   """Restores a policy checkpoint (original TF1, or this port's) into `variables_by_name`, strictly.
 
   Every name of `variables_by_name` must be in the checkpoint with the variable's shape and dtype, and the checkpoint
@@ -389,6 +365,9 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
       checkpoint was trained with another configuration.
     subset: if True, `variables_by_name` is a part of what the checkpoint holds (e.g. the low level alone, the
       original's `load_path`): every one of them must be there, and all other names are ignored.
+    known_configs: None, or {(goal setting, observation dim O, meta context dim M): [configuration names]} (see
+      `describe_shapes`): the configurations a mismatch's hint names for a checkpoint of those shapes (without it,
+      the hint describes the checkpoint: goal setting, dims, robot).
 
   Returns:
     str, the checkpoint prefix restored (resolved, e.g. when `path` is a directory).
@@ -419,7 +398,8 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
       misshaped.append(f'{name} is {dtype.name}{shape} in the checkpoint, '
                        f'{variable.dtype.base_dtype.name}{variable.shape.as_list()} in the model')
   if missing or unexpected or misshaped:
-    raise CheckpointMismatchError(_format_problems(entries, missing, unexpected, misshaped, targets, allow_extra))
+    raise CheckpointMismatchError(_format_problems(entries, missing, unexpected, misshaped, targets, allow_extra,
+                                                   known_configs))
 
   values = collections.OrderedDict()
   for name in targets:
@@ -433,240 +413,45 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False):
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Run directories: scanning, repair, disk space.
-
-CHECKPOINT_NAME = 'model.ckpt'
-CORRUPT_SUFFIX = '.corrupt'
+# Resuming a HIRO run (the scanning and repair of a run directory: `rundir.checkpoints`).
 
 
-def list_checkpoints(directory, name=CHECKPOINT_NAME):
-  """[(step, prefix)] of the `<name>-<step>.index` files in `directory`, oldest first (the files, not the index)."""
-  found = []
-  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), name + '-*.index')):
-    match = re.search(re.escape(name) + r'-(\d+)\.index$', path)
-    if match:
-      found.append((int(match.group(1)), path[:-len('.index')]))
-  return sorted(found)
-
-
-def unreadable(prefix):
-  """None if every tensor of the checkpoint `prefix` reads back (their checksums verified), else the error's text.
-  A truncated, corrupt or half-written checkpoint shows here (DataLossError, 'Read less bytes than requested')."""
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    for key in reader.get_variable_to_shape_map():
-      reader.get_tensor(key)
-  except (tf.errors.OpError, ValueError, IndexError, EOFError, OSError) as e:
-    message = (getattr(e, 'message', None) or str(e)).strip().splitlines()
-    return f'{type(e).__name__}: {message[0] if message else ""}'
-  return None
-
-
-def is_name_based(prefix):
-  """Whether the checkpoint `prefix` is a TF1 name-based one (an original efficient-hrl checkpoint: no object
-  graph)."""
-  return TF2_OBJECT_GRAPH_KEY not in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-
-
-def checkpoint_files(prefix):
-  """The files of the checkpoint `prefix` (its index and data shards)."""
-  return sorted(tf.io.gfile.glob(glob.escape(prefix) + '.index') +
-                tf.io.gfile.glob(glob.escape(prefix) + '.data-?????-of-?????'))
-
-
-def checkpoint_bytes(prefix):
-  """Bytes on disk of the checkpoint `prefix`."""
-  return sum(tf.io.gfile.stat(path).length for path in checkpoint_files(prefix))
-
-
-def set_aside(prefix):
-  """Renames the files of the checkpoint `prefix` to `<file>.corrupt` (`.corrupt.1`, ... if taken), so that no scan
-  finds it and no save overwrites it; returns the new names."""
-  renamed = []
-  for path in checkpoint_files(prefix):
-    target, n = path + CORRUPT_SUFFIX, 0
-    while tf.io.gfile.exists(target):
-      n += 1
-      target = f'{path}{CORRUPT_SUFFIX}.{n}'
-    tf.io.gfile.rename(path, target)
-    renamed.append(target)
-  return renamed
-
-
-def remove_partial_saves(directory, name=CHECKPOINT_NAME):
-  """Deletes what interrupted saves left in `directory`: `<name>-<step>_temp` folders (TensorFlow writes a
-  checkpoint there, then moves it into place) and `checkpoint.tmp*` index files. Returns the paths removed."""
-  removed = []
-  if not tf.io.gfile.isdir(directory):
-    return removed
-  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), name + '-*_temp')):
-    tf.io.gfile.rmtree(path)
-    removed.append(path)
-  for path in tf.io.gfile.glob(os.path.join(glob.escape(directory), 'checkpoint.tmp*')):
-    tf.io.gfile.remove(path)
-    removed.append(path)
-  return removed
-
-
-def write_index(directory, prefixes):
-  """Rewrites the `checkpoint` index file of `directory` to list `prefixes` (checkpoints in it, oldest first; the
-  last is the latest) as `tf.train.CheckpointManager` writes it, with their files' times, so that the manager
-  rotates them as its own."""
-  times = [tf.io.gfile.stat(prefix + '.index').mtime_nsec / 1e9 for prefix in prefixes]
-  tf.compat.v1.train.update_checkpoint_state(
-      directory, os.path.basename(prefixes[-1]), [os.path.basename(p) for p in prefixes],
-      all_model_checkpoint_timestamps=times, last_preserved_timestamp=min(times) - 1.)
-
-
-def indexed_checkpoints(directory):
-  """The prefixes the `checkpoint` index file of `directory` lists ([] if it has none)."""
-  try:
-    state = tf.train.get_checkpoint_state(directory)
-  except (tf.errors.OpError, ValueError):
-    return []
-  return list(state.all_model_checkpoint_paths) if state else []
+def _refuse_original_full_checkpoint(prefix):
+  """`rundir.checkpoints.resume`'s check: an original TF1 full training checkpoint cannot be resumed as a run."""
+  if run_checkpoints.is_name_based(prefix):
+    raise errors.RunDirectoryError(
+        f'{prefix} is an original TF1 (efficient-hrl) full training checkpoint: resuming it as a run is not '
+        'supported (its replay buffers, optimizer and collection state are not kept as this port keeps them). '
+        f'Evaluate its policy with run_eval.py CONFIG --checkpoint_path {prefix}, or start a new run in another '
+        f'--train_dir from its low level with --gin_param "train_uvf.load_path = \'{prefix}\'". Nothing was '
+        'changed.')
 
 
 def find_resumable(train_dir, policy_dir=None):
-  """The newest readable full checkpoint of `train_dir` to resume from, None for a fresh directory.
+  """The newest readable full checkpoint `<train_dir>/model.ckpt-<step>` to resume from; None for a fresh directory.
 
-  First removes what interrupted saves left (`remove_partial_saves`, in train_dir and policy_dir). The directory
-  is scanned, not only its `checkpoint` index file (which may be lost or stale). A newer checkpoint that cannot be
-  read is set aside (`set_aside`: renamed `*.corrupt`, kept) with a warning, and the index file is rebuilt when it
-  does not name the checkpoint chosen.
+  `rundir.checkpoints.resume` with HIRO's words: what interrupted saves left is removed (in train_dir and
+  policy_dir); the directory is scanned, not only its `checkpoint` index file (which may be lost or stale); a newer
+  full checkpoint that cannot be read is set aside (renamed `*.corrupt`, kept) with a warning, and the index file is
+  rebuilt when it does not name the checkpoint chosen.
 
   Args:
     train_dir: the run directory (full checkpoints `model.ckpt-<step>`).
     policy_dir: its policy checkpoints' directory (`<train_dir>/policy`), or None.
 
   Raises:
-    RunDirectoryError (nothing is changed): checkpoint files exist (policy checkpoints, an index file naming
-      checkpoints, checkpoints set aside) but no full checkpoint, or none is readable; or the newest readable one
-      is an original TF1 (efficient-hrl) full training checkpoint, which cannot be resumed as a run.
+    rundir.errors.RunDirectoryError (nothing is changed): checkpoint files exist (policy checkpoints, an index file
+      naming checkpoints, checkpoints set aside) but no full checkpoint, or none is readable; or the newest readable
+      one is an original TF1 (efficient-hrl) full training checkpoint, which cannot be resumed as a run.
   """
-  for directory in [train_dir] + ([policy_dir] if policy_dir else []):
-    for path in remove_partial_saves(directory):
-      logging.warning('Removed %s, left by an interrupted save.', path)
-  found = list_checkpoints(train_dir)
-  if not found:
-    indexed = indexed_checkpoints(train_dir)
-    policies = list_checkpoints(policy_dir) if policy_dir else []
-    corrupt = tf.io.gfile.glob(os.path.join(glob.escape(train_dir), f'{CHECKPOINT_NAME}-*{CORRUPT_SUFFIX}*'))
-    if indexed or policies or corrupt:
-      what = (f'its checkpoint index names {", ".join(os.path.basename(p) for p in indexed)}, which do not exist'
-              if indexed else f'it holds no full checkpoint {CHECKPOINT_NAME}-<step>')
-      held = [f'policy checkpoints up to step {policies[-1][0]} in {policy_dir}'] if policies else []
-      held += [f'checkpoints set aside as corrupt ({os.path.basename(corrupt[0])}, ...)'] if corrupt else []
-      raise RunDirectoryError(
-          f'{train_dir} cannot be resumed: {what}, but it holds {"; ".join(held) or "checkpoint files"}. Starting '
-          'again from step 0 here would overwrite them: nothing was changed. Restore the missing full checkpoint '
-          'files, or use another --train_dir.')
-    return None
-  bad = []
-  for _, prefix in reversed(found):
-    error = unreadable(prefix)
-    if error is None:
-      break
-    bad.append((prefix, error))
-  else:
-    listing = '; '.join(f'{os.path.basename(p)}: {e}' for p, e in bad)
-    raise RunDirectoryError(
-        f'{train_dir} holds full checkpoints but none is readable ({listing}). Nothing was changed (starting from '
-        'step 0 here would overwrite the run): copy intact checkpoint files back, or use another --train_dir.')
-  if is_name_based(prefix):
-    raise RunDirectoryError(
-        f'{prefix} is an original TF1 (efficient-hrl) full training checkpoint: resuming it as a run is not '
-        'supported (its replay buffers, optimizer and collection state are not kept as this port keeps them). '
-        f'Evaluate its policy with run_eval.py CONFIG --checkpoint_path {prefix}, or start a new run in another '
-        f'--train_dir from its low level with --gin_param "train_uvf.load_path = \'{prefix}\'". Nothing was '
-        'changed.')
-  for bad_prefix, error in bad:
-    renamed = set_aside(bad_prefix)
-    logging.warning('%s is unreadable (%s); kept as %s.', bad_prefix, error, ', '.join(renamed))
-    print(f'warning: the full checkpoint {bad_prefix} is unreadable ({error}): the run resumes from the older '
-          f'{os.path.basename(prefix)}, and its files are kept as {", ".join(os.path.basename(p) for p in renamed)}.',
-          flush=True)
-  indexed = indexed_checkpoints(train_dir)
-  if not indexed or os.path.basename(indexed[-1]) != os.path.basename(prefix):
-    kept = [p for _, p in list_checkpoints(train_dir)]
-    write_index(train_dir, kept)
-    logging.warning('Rebuilt the checkpoint index file of %s (it was %s): %s.', train_dir,
-                    'missing' if not indexed else f'naming {os.path.basename(indexed[-1])}',
-                    ', '.join(os.path.basename(p) for p in kept))
-  return prefix
-
-
-def free_bytes(directory):
-  """Free bytes on the file system of `directory` (or of its nearest existing parent); None if unknown (a remote
-  file system such as gs://)."""
-  path = os.path.abspath(directory) if '://' not in directory else None
-  while path:
-    if os.path.exists(path):
-      try:
-        return shutil.disk_usage(path).free
-      except OSError:
-        return None
-    parent = os.path.dirname(path)
-    path = parent if parent != path else None
-  return None
-
-
-def format_bytes(n):
-  """'459.2 MB' (decimal units), '?' for None."""
-  if n is None:
-    return '?'
-  n = float(n)
-  for unit in ('bytes', 'KB', 'MB', 'GB'):
-    if n < 1000:
-      return f'{n:.0f} {unit}' if unit == 'bytes' else f'{n:.1f} {unit}'
-    n /= 1000
-  return f'{n:.1f} TB'
-
-
-def is_disk_full(error):
-  """Whether an exception of a write says the disk (or a quota) is full."""
-  if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-    return True
-  text = str(getattr(error, 'message', '') or error)
-  return isinstance(error, tf.errors.ResourceExhaustedError) or 'No space left on device' in text
-
-
-def storage_error(error, directory, what, needed=None, intact=None):
-  """The `RunDirectoryError` of a failed write of `what` into `directory` (disk full, permission, ...).
-
-  Args:
-    error: the exception the write raised.
-    directory: where it wrote.
-    what: e.g. 'the full checkpoint model.ckpt-300000'.
-    needed: bytes the write needs, if known.
-    intact: the checkpoint the run resumes from (named in the message), if any.
-  """
-  message = (getattr(error, 'message', None) or str(error)).strip().splitlines()
-  reason = 'the disk is full' if is_disk_full(error) else f'{type(error).__name__}: {message[0] if message else ""}'
-  need = f' It needs about {format_bytes(needed)};' if needed else ''
-  keep = (f' The previous checkpoint {intact} is intact: free some space and run the same command to resume from '
-          f'it.' if intact else ' Free some space (or fix the directory) and run the same command again.')
-  return RunDirectoryError(f'writing {what} into {directory} failed: {reason}.{need} '
-                           f'{format_bytes(free_bytes(directory))} free there.{keep}')
-
-
-def _absolute(path):
-  """`path` made absolute, unless it is a URL of a TensorFlow file system (gs://, ram://, s3://, ...)."""
-  return path if '://' in path else os.path.abspath(path)
-
-
-def _add_to_checkpoint_state(directory, path):
-  """Makes `path` the newest checkpoint of the `checkpoint` state file of `directory` (as `Saver.save` does)."""
-  state = tf.train.get_checkpoint_state(directory)
-  previous = [p for p in (state.all_model_checkpoint_paths if state else []) if _absolute(p) != _absolute(path)]
-
-  def relative(p):
-    return os.path.basename(p) if os.path.dirname(_absolute(p)) == directory else p
-
-  paths = [relative(p) for p in previous + [_absolute(path)]]
-  lines = [f'model_checkpoint_path: "{paths[-1]}"'] + [f'all_model_checkpoint_paths: "{p}"' for p in paths]
-  with tf.io.gfile.GFile(os.path.join(directory, 'checkpoint'), 'w') as f:
-    f.write('\n'.join(lines) + '\n')
+  policies = []
+  if policy_dir:
+    run_checkpoints.remove_partial_saves(policy_dir)
+    policies = run_checkpoints.list_checkpoints(policy_dir)
+  held = [f'policy checkpoints up to step {policies[-1][0]} in {policy_dir}'] if policies else []
+  resumed = run_checkpoints.resume(train_dir, what='full checkpoint', unit='step', start='step 0',
+                                   flag='--train_dir', also_held=held, check=_refuse_original_full_checkpoint)
+  return resumed.prefix if resumed else None
 
 
 def export_tf1_policy(variables_by_name, path):
@@ -692,9 +477,8 @@ def export_tf1_policy(variables_by_name, path):
     raise ValueError('export_tf1_policy: not valid TF1 variable names: ' + _shorten(map(repr, bad)))
   names = list(variables_by_name)
   tensors = [tf.convert_to_tensor(variables_by_name[name]) for name in names]
-  directory = os.path.dirname(_absolute(path))
-  tf.io.gfile.makedirs(directory)
+  tf.io.gfile.makedirs(os.path.dirname(path if '://' in path else os.path.abspath(path)))
   with tf.device('/cpu:0'):
     tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[''] * len(names), tensors=tensors)
-  _add_to_checkpoint_state(directory, path)
+  run_checkpoints.add_to_index(path)
   return path

@@ -92,7 +92,7 @@ class PyEnvironmentStepper(object):
 class Collector(tf.Module):
   """Collects one environment step into both replay buffers (see the module docstring).
 
-  Args:
+  Args (all but `py_env` by keyword):
     py_env: the maze `PyEnvironment` (already reset).
     uvf_agent, meta_agent: the `UvfAgent` and `MetaAgent`.
     state_preprocess: `StatePreprocess` (s -> s_repr).
@@ -102,7 +102,7 @@ class Collector(tf.Module):
     seed: None or int, seeds the exploration noise.
   """
 
-  def __init__(self, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
+  def __init__(self, py_env, *, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
                global_step, num_episodes, num_resets, mode='explore', seed=None):
     super().__init__(name='collector')
     self._stepper = PyEnvironmentStepper(py_env)
@@ -159,6 +159,12 @@ class Collector(tf.Module):
   def stepper(self):
     """The `PyEnvironmentStepper` (Python side of the environment)."""
     return self._stepper
+
+  @property
+  def at_episode_boundary(self):
+    """bool: whether the last collection step ended an episode and reset the environment (False before the first
+    step). The environment's state is exact there, so a full checkpoint written now resumes exactly."""
+    return self._stepper.just_reset
 
   @property
   def meta_action_every_n(self):

@@ -14,6 +14,7 @@ from uvf import train
 from uvf.agents import circular_buffer
 from uvf.agents import ddpg_agent
 from uvf.agents import ddpg_networks
+from uvf.agents import td3_update
 from uvf.context import context
 from uvf.context import context_transition_functions
 from uvf.context import gin_utils

@@ -34,7 +34,6 @@ not load is skipped and tried again at the next poll.
 """
 
 import datetime
-import glob
 import os
 import re
 import time
@@ -44,39 +43,33 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from rundir import checkpoints as run_checkpoints
 from uvf import build
 from uvf import checkpoints
 from uvf import eval_results
+from uvf import protocol
 from uvf import representation
 from uvf import rollout
 from uvf import videos
 
-# The batched rollout and its environments live in uvf/rollout.py, the videos in uvf/videos.py; their names stay
-# reachable from here as before.
-EvalError = rollout.EvalError
-Evaluator = rollout.Evaluator
-ParallelEnvironments = rollout.ParallelEnvironments
-episode_seed = rollout.episode_seed
-make_environments = rollout.make_environments
-render_frames = videos.render_frames
-write_video = videos.write_video
-VIDEO_DIR = videos.VIDEO_DIR
-VIDEO_DEFAULTS = videos.VIDEO_DEFAULTS
-
-# The statistics and the results table live in uvf/eval_results.py; their names stay reachable from here as before.
-SUCCESS_DISTANCE = eval_results.SUCCESS_DISTANCE
-RESULTS_JSON = eval_results.RESULTS_JSON
-RESULTS_CSV = eval_results.RESULTS_CSV
-CSV_FIELDS = eval_results.CSV_FIELDS
-episode_statistics = eval_results.episode_statistics
-final_distances = eval_results.final_distances
-task_state_indices = eval_results.task_state_indices
-Results = eval_results.Results
-format_table = eval_results.format_table
-CHECKPOINT_NAME = checkpoints.CHECKPOINT_NAME
 SUMMARY_TAGS = (('Reward/average_%s_reward', 'mean_reward'), ('Reward/last_%s_reward', 'last_reward'),
                 ('Reward/average_%s_meta_reward', 'mean_meta_reward'),
                 ('Reward/last_%s_meta_reward', 'last_meta_reward'), ('Reward/average_%s_success', 'success_rate'))
+
+# (goal setting, observation dim O, meta context dim M), as `uvf.checkpoints.describe_shapes` reads them from a
+# checkpoint -> the configurations of this repository with those shapes: named in the message of a checkpoint that
+# does not match the configuration evaluating it (`restore_policy(..., known_configs=...)`).
+CONFIGS_BY_SHAPES = {
+    ('hiro_orig', 30, 2): ['configs/ant_maze.gin', 'configs/ant_push.gin'],
+    ('hiro_orig', 30, 3): ['configs/ant_fall.gin'],
+    ('hiro_xy', 30, 2): ['configs/ant_maze_xy.gin'],
+    ('hiro_xy', 33, 2): ['configs/ant_block.gin', 'configs/ant_block_maze.gin'],
+    ('hiro_xy', 7, 2): ['configs/point_maze.gin'],
+    ('hiro_repr', 30, 2): ['configs/ant_maze_repr.gin', 'configs/ant_push_repr.gin'],
+    ('hiro_repr', 30, 3): ['configs/ant_fall_repr.gin'],
+    ('hiro_repr', 33, 2): ['configs/ant_block_repr.gin', 'configs/ant_block_maze_repr.gin'],
+    ('hiro_repr', 7, 2): ['configs/point_maze_repr.gin'],
+}
 
 
 class CheckpointLoadError(checkpoints.NotACheckpointError):
@@ -92,31 +85,15 @@ LOAD_ERRORS = (checkpoints.NotACheckpointError, tf.errors.OpError, IndexError, E
 # Checkpoint selection.
 
 
-def list_checkpoints(directory):
-  """[(step, prefix)] of the `model.ckpt-<step>.index` files in `directory`, by step."""
-  return checkpoints.list_checkpoints(directory, CHECKPOINT_NAME)
-
-
-def checkpoint_complete(prefix):
-  """True when the checkpoint `prefix` has its index and all its data shards."""
-  if not tf.io.gfile.exists(prefix + '.index'):
-    return False
-  shards = tf.io.gfile.glob(glob.escape(prefix) + '.data-*-of-*')
-  if not shards:
-    return False
-  match = re.search(r'-of-(\d+)$', shards[0])
-  return match is not None and len(shards) == int(match.group(1))
-
-
 def _no_checkpoint_message(directory):
   try:
     every = gin.query_parameter('train_uvf.save_policy_every_n_steps')
   except ValueError:
     every = None
   every = f' ({every})' if every else ''
-  return (f'no policy checkpoint in {directory} (looked for {CHECKPOINT_NAME}-<step>.index). Training writes one '
-          f'into <train_dir>/policy every train_uvf.save_policy_every_n_steps{every} environment steps; pass the '
-          f'training directory as --train_dir / --checkpoint_dir, or one checkpoint with --checkpoint_path.')
+  return (f'no policy checkpoint in {directory} (looked for {run_checkpoints.CHECKPOINT_NAME}-<step>.index). Training '
+          f'writes one into <train_dir>/policy every train_uvf.save_policy_every_n_steps{every} environment steps; '
+          f'pass the training directory as --train_dir / --checkpoint_dir, or one checkpoint with --checkpoint_path.')
 
 
 @gin.configurable
@@ -155,10 +132,10 @@ def evaluate_checkpoint_repeatedly(checkpoint_dir,
   last_found = time.time()
   waiting_logged = False
   while True:
-    for step, prefix in list_checkpoints(checkpoint_dir):
+    for step, prefix in run_checkpoints.list_checkpoints(checkpoint_dir):
       if step in done:
         continue
-      if not checkpoint_complete(prefix):
+      if not run_checkpoints.is_complete(prefix):
         _log_skip(failures, prefix, 'its data files are not complete yet (being written?)')
         continue
       try:
@@ -210,18 +187,18 @@ def _check_arguments(environment, agent_class, meta_agent_class, state_preproces
   for name, value in (('environment', environment), ('agent_class', agent_class),
                       ('meta_agent_class', meta_agent_class), ('state_preprocess_class', state_preprocess_class)):
     if value is None:
-      raise EvalError(f'evaluate needs {name} (bound by configs/uvf/configs/eval_uvf.gin; include it).')
+      raise rollout.EvalError(f'evaluate needs {name} (bound by configs/uvf/configs/eval_uvf.gin; include it).')
   if not max_steps_per_episode:
-    raise EvalError('evaluate.max_steps_per_episode must be set (HIRO: %RESET_EPISODE_PERIOD = 500, bound by '
-                    'configs/uvf/configs/eval_uvf.gin).')
+    raise rollout.EvalError('evaluate.max_steps_per_episode must be set (HIRO: %RESET_EPISODE_PERIOD = 500, bound '
+                            'by configs/uvf/configs/eval_uvf.gin).')
   if agent_class.ACTION_TYPE != 'continuous' or meta_agent_class.ACTION_TYPE != 'continuous':
-    raise EvalError('HIRO evaluates continuous-action agents only.')
+    raise rollout.EvalError('HIRO evaluates continuous-action agents only.')
   if not isinstance(num_episodes_eval, (int, np.integer)) or num_episodes_eval < 1:
-    raise EvalError(f'evaluate.num_episodes_eval must be a positive int, got {num_episodes_eval!r}.')
+    raise rollout.EvalError(f'evaluate.num_episodes_eval must be a positive int, got {num_episodes_eval!r}.')
   if generate_videos and (not isinstance(num_episodes_videos, (int, np.integer)) or num_episodes_videos < 1):
-    raise EvalError(f'evaluate.num_episodes_videos must be a positive int, got {num_episodes_videos!r}.')
+    raise rollout.EvalError(f'evaluate.num_episodes_videos must be a positive int, got {num_episodes_videos!r}.')
   if isinstance(eval_modes, str) or not eval_modes:
-    raise EvalError(f'evaluate.eval_modes must be a non-empty list of modes, got {eval_modes!r}.')
+    raise rollout.EvalError(f'evaluate.eval_modes must be a non-empty list of modes, got {eval_modes!r}.')
   if evaluate_nohrl:
     raise NotImplementedError('evaluate.evaluate_nohrl (the low level alone, without goals from the meta agent) is '
                               'not ported; no HIRO configuration uses it.')
@@ -231,7 +208,7 @@ def _check_arguments(environment, agent_class, meta_agent_class, state_preproces
   try:
     return videos.check_settings(video_settings)
   except ValueError as e:
-    raise EvalError(str(e)) from None
+    raise rollout.EvalError(str(e)) from None
 
 
 class CheckpointEvaluation(object):
@@ -265,9 +242,9 @@ class CheckpointEvaluation(object):
     self.variables = build.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess,
                                                         *self.counters)
     self.evaluator = rollout.Evaluator(environments, self.uvf_agent, self.meta_agent, self.state_preprocess)
-    self.state_indices, self.relative_target = task_state_indices(self.evaluator.target_dim)
-    self.seeds = [episode_seed(seed, i) for i in range(len(environments))]
-    self.results = Results(eval_dir)
+    self.state_indices, self.relative_target = eval_results.task_state_indices(self.evaluator.target_dim)
+    self.seeds = [rollout.episode_seed(seed, i) for i in range(len(environments))]
+    self.results = eval_results.Results(eval_dir)
     self.written = []  # the rows written by this evaluation
     self._writer = None  # the summary writer, created with the first summary
 
@@ -284,23 +261,24 @@ class CheckpointEvaluation(object):
       if kind == checkpoints.KIND_FULL:
         return build.restore_policy_from_full_checkpoint(checkpoints.resolve_checkpoint_path(path), self.uvf_agent,
                                                          self.meta_agent, self.state_preprocess, *self.counters)
-      return checkpoints.restore_policy(path, self.variables, allow_extra=kind == checkpoints.KIND_FULL_TF1)
+      return checkpoints.restore_policy(path, self.variables, allow_extra=kind == checkpoints.KIND_FULL_TF1,
+                                        known_configs=CONFIGS_BY_SHAPES)
     except checkpoints.CheckpointMismatchError as e:
-      raise EvalError(f'{e}\nThe checkpoint was written by another configuration than the one evaluating it; '
-                      'run run_eval.py with the gin configuration it was trained with.') from None
+      raise rollout.EvalError(f'{e}\nThe checkpoint was written by another configuration than the one evaluating '
+                              'it; run run_eval.py with the gin configuration it was trained with.') from None
     except LOAD_ERRORS as e:
       raise CheckpointLoadError(f'{path} could not be read ({type(e).__name__}: {str(e).strip()}).') from e
 
   def evaluate_mode(self, mode, step, path):
-    """Runs the episodes of one mode -> its results row (see `CSV_FIELDS`, plus 'episodes')."""
+    """Runs the episodes of one mode -> its results row (see `protocol.CSV_FIELDS`, plus 'episodes')."""
     start = time.time()
     n = self.num_episodes
     targets = self.evaluator.targets(mode, len(self.environments)).numpy()
     out = self.evaluator.run(targets, self.num_steps, self.seeds, record=self.num_video_episodes)
-    distances = final_distances(out['final_states'][:n], out['previous_states'][:n], out['final_targets'][:n],
-                                self.state_indices, self.relative_target)
-    stats = episode_statistics(out['rewards'][:n], out['meta_rewards'][:n], distances, out['discounts'][:n],
-                               gamma=self.gamma)
+    distances = eval_results.final_distances(out['final_states'][:n], out['previous_states'][:n],
+                                             out['final_targets'][:n], self.state_indices, self.relative_target)
+    stats = eval_results.episode_statistics(out['rewards'][:n], out['meta_rewards'][:n], distances,
+                                            out['discounts'][:n], gamma=self.gamma)
     wall = time.time() - start
     goal = targets[:n].tolist()
     goal = goal[0] if all(g == goal[0] for g in goal) else 'per-episode'
@@ -341,7 +319,8 @@ class CheckpointEvaluation(object):
     self.results.append(rows)
     self.written.extend(rows)
     print(f'Evaluation of {path} (global step {step}): {self.num_episodes} episodes x {self.num_steps} '
-          f'steps per goal; success = final distance < {SUCCESS_DISTANCE:g}\n{format_table(rows)}', flush=True)
+          f'steps per goal; success = final distance < {protocol.SUCCESS_DISTANCE:g}\n'
+          f'{eval_results.format_table(rows)}', flush=True)
     if self.tuner_hook is not None:
       return bool(self.tuner_hook(max(row['mean_reward'] for row in rows), step))
     return False
@@ -353,25 +332,25 @@ def _evaluate_path(evaluation, policy_dir, checkpoint_path):
   found = next((c for c in candidates if tf.io.gfile.exists(re.sub(r'\.index$', '', c) + '.index') or
                 tf.io.gfile.isdir(c)), None)
   if found is None:
-    present = ', '.join(os.path.basename(p) for _, p in list_checkpoints(policy_dir)) or 'none'
-    raise EvalError(f'checkpoint_path {checkpoint_path}: no checkpoint at {candidates[0]} nor {candidates[1]} '
-                    f'(checkpoints in {policy_dir}: {present}).')
+    present = ', '.join(os.path.basename(p) for _, p in run_checkpoints.list_checkpoints(policy_dir)) or 'none'
+    raise rollout.EvalError(f'checkpoint_path {checkpoint_path}: no checkpoint at {candidates[0]} nor '
+                            f'{candidates[1]} (checkpoints in {policy_dir}: {present}).')
   try:
     evaluation(found, explicit=True)
   except checkpoints.NotACheckpointError as e:
-    raise EvalError(str(e)) from None
+    raise rollout.EvalError(str(e)) from None
 
 
 def _evaluate_range(evaluation, policy_dir, checkpoint_range):
   """`checkpoint_range`: the checkpoints with a step in [first, last], those not in the results yet, once."""
   first, last = checkpoint_range
-  present = list_checkpoints(policy_dir)
+  present = run_checkpoints.list_checkpoints(policy_dir)
   if not present:
-    raise EvalError(_no_checkpoint_message(policy_dir))
+    raise rollout.EvalError(_no_checkpoint_message(policy_dir))
   chosen = [(s, p) for s, p in present if first <= s <= last]
   if not chosen:
-    raise EvalError(f'no policy checkpoint in {policy_dir} with a step in checkpoint_range {list(checkpoint_range)}'
-                    f'; its checkpoints have the steps {[s for s, _ in present]}.')
+    raise rollout.EvalError(f'no policy checkpoint in {policy_dir} with a step in checkpoint_range '
+                            f'{list(checkpoint_range)}; its checkpoints have the steps {[s for s, _ in present]}.')
   done = evaluation.results.evaluated_steps(evaluation.eval_modes)
   logging.info('Evaluating %d policies at %s.', len([s for s, _ in chosen if s not in done]), policy_dir)
   for step, prefix in chosen:
@@ -382,7 +361,7 @@ def _evaluate_range(evaluation, policy_dir, checkpoint_range):
       if evaluation(prefix):
         break
     except checkpoints.NotACheckpointError as e:
-      raise EvalError(str(e)) from None
+      raise rollout.EvalError(str(e)) from None
 
 
 def _evaluate_new(evaluation, policy_dir, **polling):
@@ -392,13 +371,13 @@ def _evaluate_new(evaluation, policy_dir, **polling):
   if done:
     logging.info('%d checkpoints are already evaluated in %s; they are skipped.', len(done),
                  evaluation.results.json_path)
-  if not list_checkpoints(policy_dir):
+  if not run_checkpoints.list_checkpoints(policy_dir):
     logging.info('%s', _no_checkpoint_message(policy_dir).replace('no policy checkpoint', 'No policy checkpoint '
                                                                    'yet', 1) + ' Waiting for one.')
   count = evaluate_checkpoint_repeatedly(policy_dir, evaluation, already_evaluated=done, **polling)
-  if count == 0 and not done and not list_checkpoints(policy_dir):
-    raise EvalError(_no_checkpoint_message(policy_dir) + ' (Gave up after checkpoint_timeout = '
-                    f'{polling["checkpoint_timeout"]} s.)')
+  if count == 0 and not done and not run_checkpoints.list_checkpoints(policy_dir):
+    raise rollout.EvalError(_no_checkpoint_message(policy_dir) + ' (Gave up after checkpoint_timeout = '
+                            f'{polling["checkpoint_timeout"]} s.)')
 
 
 @gin.configurable
@@ -458,18 +437,19 @@ def evaluate(checkpoint_dir,
     checkpoint_path: None or one checkpoint to evaluate, relative to <checkpoint_dir>/<policy_save_dir> or a path.
     max_steps_per_episode: T, the episode length (%RESET_EPISODE_PERIOD = 500).
   New args:
-    seed: episode i of every mode and checkpoint starts from the reset seeded by `episode_seed(seed, i)`, so that an
-      evaluation is deterministic and checkpoints are compared on the same start states; None: unseeded.
+    seed: episode i of every mode and checkpoint starts from the reset seeded by `rollout.episode_seed(seed, i)`, so
+      that an evaluation is deterministic and checkpoints are compared on the same start states; None: unseeded.
     num_threads: threads stepping the environments (None: min(8, CPU count)).
     videos_optional: with generate_videos, what to do when no OpenGL back end renders here
       (`rendering.backend()`): False stops at the start with the message that says what to install; True evaluates
       without videos, after a warning.
 
   Returns:
-    The list of result rows written by this call (dicts, see `CSV_FIELDS`; the JSON rows also hold 'episodes').
+    The list of result rows written by this call (dicts, see `protocol.CSV_FIELDS`; the JSON rows also hold
+    'episodes').
 
   Raises:
-    EvalError (a ValueError): no checkpoint to evaluate, a checkpoint of another configuration, an unknown eval
+    rollout.EvalError (a ValueError): no checkpoint to evaluate, a checkpoint of another configuration, an unknown eval
       mode, or a bad setting; the message says what to change.
     rendering.RenderingUnavailableError: generate_videos, no OpenGL back end renders and not videos_optional.
   """
@@ -487,12 +467,13 @@ def evaluate(checkpoint_dir,
   modes = meta_agent.tf_context.modes
   unknown = [mode for mode in eval_modes if mode not in modes]
   if unknown:
-    raise EvalError(f'unknown eval mode(s) {unknown}: the meta context (meta/Context.samplers) has the modes '
-                    f'{modes}. Set EVAL_MODES / evaluate.eval_modes to some of them (AntMaze: eval1, eval2, eval3).')
+    raise rollout.EvalError(f'unknown eval mode(s) {unknown}: the meta context (meta/Context.samplers) has the '
+                            f'modes {modes}. Set EVAL_MODES / evaluate.eval_modes to some of them (AntMaze: eval1, '
+                            'eval2, eval3).')
   num_envs = max(num_episodes_eval, num_episodes_videos if generate_videos else 0)
   if num_threads is None:
     num_threads = min(8, os.cpu_count() or 1)
-  environments = rollout.ParallelEnvironments(make_environments(environment, num_envs), num_threads)
+  environments = rollout.ParallelEnvironments(rollout.make_environments(environment, num_envs), num_threads)
   evaluation = CheckpointEvaluation(
       (meta_agent, uvf_agent, state_preprocess), environments, eval_dir, eval_modes, num_episodes_eval,
       max_steps_per_episode, gamma, seed, generate_summaries,

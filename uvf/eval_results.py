@@ -13,18 +13,12 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from uvf import protocol
 from uvf import rollout
 
 EvalError = rollout.EvalError
 
-# Success: the final distance to the target is below this (the original: last_meta_reward > -5).
-SUCCESS_DISTANCE = 5.0
-RESULTS_JSON = 'results.json'
-RESULTS_CSV = 'results.csv'
-# The columns of results.csv (results.json rows also hold the per-episode lists `episodes`).
-CSV_FIELDS = ('step', 'mode', 'goal', 'num_episodes', 'episode_steps', 'success_rate', 'mean_reward', 'last_reward',
-              'mean_meta_reward', 'last_meta_reward', 'mean_final_distance', 'wall_time_s', 'checkpoint',
-              'evaluated_at')
+# Success distance, results files and columns: `uvf/protocol.py`.
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -32,7 +26,7 @@ CSV_FIELDS = ('step', 'mode', 'goal', 'num_episodes', 'episode_steps', 'success_
 
 
 def episode_statistics(rewards, meta_rewards, final_distances, discounts=None, gamma=1.0,
-                       success_distance=SUCCESS_DISTANCE):
+                       success_distance=protocol.SUCCESS_DISTANCE):
   """The original's `compute_reward` / `compute_average_reward` on finished episodes.
 
   Args:
@@ -119,11 +113,11 @@ def task_state_indices(target_dim):
 
 class Results(object):
   """The results table of an eval directory: `results.json` (a list of rows, with the per-episode values) and
-  `results.csv` (the `CSV_FIELDS` columns). Rows are only ever added."""
+  `results.csv` (the `protocol.CSV_FIELDS` columns). Rows are only ever added."""
 
   def __init__(self, eval_dir):
-    self.json_path = os.path.join(eval_dir, RESULTS_JSON)
-    self.csv_path = os.path.join(eval_dir, RESULTS_CSV)
+    self.json_path = os.path.join(eval_dir, protocol.RESULTS_JSON)
+    self.csv_path = os.path.join(eval_dir, protocol.RESULTS_CSV)
     self.rows = []
     if tf.io.gfile.exists(self.json_path):
       try:
@@ -157,7 +151,7 @@ class Results(object):
     tf.io.gfile.rename(tmp, self.json_path, overwrite=True)
     new_file = not tf.io.gfile.exists(self.csv_path)
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=CSV_FIELDS, extrasaction='ignore', lineterminator='\n')
+    writer = csv.DictWriter(text, fieldnames=protocol.CSV_FIELDS, extrasaction='ignore', lineterminator='\n')
     if new_file:
       writer.writeheader()
     for row in rows:

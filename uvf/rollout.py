@@ -24,7 +24,7 @@ from uvf.environments import create_maze_env
 
 
 class EvalError(ValueError):
-  """A user-facing evaluation error, `uvf.eval.EvalError` (a missing checkpoint, another configuration's checkpoint,
+  """A user-facing error of the evaluation (`uvf.eval`: a missing checkpoint, another configuration's checkpoint,
   a bad setting).
 
   `user_error` tells the launcher to print the message alone, without a traceback.

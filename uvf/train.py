@@ -1,5 +1,10 @@
 """HIRO training: `train_uvf` (original: efficient-hrl train.py and train_utils.py; hiro.md sections 3, 4, 5.3).
 
+Job of this module: the train program's gin entry `train_uvf` (and the launcher's `preflight`
+hook): it checks its arguments (the environment, replay buffers and optimizers come built by gin), seeds, builds the
+agents and the two settings records (uvf/train_settings.py), then the compiled training step (uvf/train_step.py) and
+the run loop that drives it (uvf/run_loop.py).
+
 Its parameters are the original's, in order, with the original defaults; the original's command-line flags
 `--goal_sample_strategy`, `--save_interval_secs` and `--save_summaries_secs` are three extra keyword parameters (the
 launcher turns those flags into these bindings), followed by the new ones (`distribution_strategy`, `seed`,
@@ -17,15 +22,17 @@ The loop (the original's `initialize_training_fn` and `TrainStep.train_step`):
      stored sum x reward_scale_factor, discounts meta_gamma x the meta context discounts;
   3. stop when global_step >= num_episodes_train x max_steps_per_episode + 100.
 The collection and both updates of many iterations run in one `tf.function` (`steps_per_call` iterations per call,
-a `tf.while_loop`); the environment step is a `tf.numpy_function` inside it, the only Python work per step. Between
-calls, `TrainingLoop` (uvf/training_loop.py) writes summaries (every `save_summaries_secs`), logs progress (every
-`log_every_n_steps`), saves the policy (every `save_policy_every_n_steps`) and the full state (every
-`save_interval_secs`, at the next episode end so that the environment's state is exact, and at the end).
+a `tf.while_loop`; `train_step.HiroTrainer`); the environment step is a `tf.numpy_function` inside it, the only
+Python work per step. Between calls, `run_loop.TrainingLoop` writes summaries (every `save_summaries_secs`), logs
+progress (every `log_every_n_steps`: a line and `progress.json`), saves the policy (every `save_policy_every_n_steps`)
+and the full state (every `save_interval_secs`, at the next episode end so that the environment's state is exact, and
+at the end).
 
 Files under `train_dir`: `model.ckpt-<step>` (full TF2 checkpoints: agents with targets and contexts, optimizers,
 counters, replay buffers, collection state, random generators, environment state; the 2 newest kept),
 `policy/model.ckpt-<step>` (TF2 checkpoint of a dict {original TF1 name: variable}, the variables of the original's
-policy checkpoint, hiro.md section 4.1), TensorBoard summaries (`events.out.tfevents.*`), `operative_config.gin`.
+policy checkpoint, hiro.md section 4.1), TensorBoard summaries (`events.out.tfevents.*`), `operative_config.gin`,
+`progress.json` (`rundir.progress`: step, total_steps, rate, eta_s, state).
 """
 
 import inspect
@@ -36,17 +43,12 @@ import tensorflow as tf
 
 from uvf import build
 from uvf import off_policy_correction
-from uvf import trainer as trainer_lib
-from uvf import training_loop
-
-# Re-exported: the launcher's stop entry (`uvf.train:request_stop`) and the public names of the loop driver.
-request_stop = training_loop.request_stop
-restore_low_level = training_loop.restore_low_level
-TrainingLoop = training_loop.TrainingLoop
+from uvf import protocol
+from uvf import run_loop
+from uvf import train_settings
+from uvf import train_step
 
 LOAD_PATH = None  # The original's module constant: the default of `load_path`.
-# The original stopped at num_episodes_train * max_steps_per_episode + 100 environment steps.
-EXTRA_STEPS = 100
 
 
 def _reseed(trainer, seed):
@@ -174,9 +176,9 @@ def _check_arguments(**kwargs):
   if a['goal_sample_strategy'] not in off_policy_correction.GOAL_SAMPLE_STRATEGIES:
     raise ValueError(f'Unknown goal_sample_strategy {a["goal_sample_strategy"]!r}; valid: '
                      f'{", ".join(off_policy_correction.GOAL_SAMPLE_STRATEGIES)} (--goal_sample_strategy).')
-  if a['distribution_strategy'] not in trainer_lib.DISTRIBUTION_STRATEGIES:
+  if a['distribution_strategy'] not in train_step.DISTRIBUTION_STRATEGIES:
     raise ValueError(f'Unknown distribution_strategy {a["distribution_strategy"]!r}; valid: '
-                     f'{", ".join(trainer_lib.DISTRIBUTION_STRATEGIES)} (train_uvf.distribution_strategy).')
+                     f'{", ".join(train_step.DISTRIBUTION_STRATEGIES)} (train_uvf.distribution_strategy).')
 
 
 @gin.configurable
@@ -299,24 +301,33 @@ def train_uvf(train_dir,
     tf.random.set_seed(seed)
     environment.seed(seed)
     environment.reset()
-  strategy = trainer_lib.make_strategy(distribution_strategy)
+  strategy = train_step.make_strategy(distribution_strategy)
   meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
       environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class, strategy,
       debug_summaries=debug_summaries)
 
-  trainer = trainer_lib.HiroTrainer(
-      environment, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer, critic_optimizer,
-      actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy, batch_size, gamma, meta_gamma,
-      reward_scale_factor, target_update_period, num_updates_per_observation, num_collect_per_update,
-      num_collect_per_meta_update, goal_sample_strategy, seed=seed, jit_compile=jit_compile,
-      skip_delayed_actor_step=skip_delayed_actor_step, repr_optimizer=repr_optimizer)
+  update_settings = train_settings.UpdateSettings(
+      batch_size=int(batch_size), gamma=float(gamma), meta_gamma=float(np.ravel(meta_gamma)[0]),  # a 1-tuple in TF1
+      reward_scale_factor=float(reward_scale_factor), target_update_period=int(target_update_period),
+      num_updates_per_observation=int(num_updates_per_observation), num_collect_per_update=int(num_collect_per_update),
+      num_collect_per_meta_update=int(num_collect_per_meta_update), goal_sample_strategy=goal_sample_strategy,
+      seed=seed, jit_compile=bool(jit_compile), skip_delayed_actor_step=bool(skip_delayed_actor_step))
+  loop_settings = train_settings.LoopSettings(
+      total_steps=int(num_episodes_train * max_steps_per_episode + protocol.EXTRA_STEPS),
+      initial_steps=int(initial_steps),
+      max_steps_per_episode=int(max_steps_per_episode), steps_per_call=int(steps_per_call),
+      log_every_n_steps=int(log_every_n_steps or 0), save_summaries_secs=save_summaries_secs,
+      save_interval_secs=save_interval_secs, policy_save_dir=policy_save_dir,
+      save_policy_every_n_steps=int(save_policy_every_n_steps or 0),
+      save_policy_interval_secs=save_policy_interval_secs, max_policies_to_save=max_policies_to_save,
+      load_path=load_path)
+  trainer = train_step.HiroTrainer(
+      py_env=environment, uvf_agent=uvf_agent, meta_agent=meta_agent, state_preprocess=state_preprocess,
+      replay_buffer=replay_buffer, meta_replay_buffer=meta_replay_buffer,
+      optimizers={'critic': critic_optimizer, 'actor': actor_optimizer, 'meta_critic': meta_critic_optimizer,
+                  'meta_actor': meta_actor_optimizer},
+      strategy=strategy, settings=update_settings, repr_optimizer=repr_optimizer)
   if seed is not None:
     _reseed(trainer, seed)
-  loop = TrainingLoop(
-      trainer, train_dir, max_number_of_steps=num_episodes_train * max_steps_per_episode + EXTRA_STEPS,
-      initial_steps=initial_steps, max_steps_per_episode=max_steps_per_episode, log_every_n_steps=log_every_n_steps,
-      policy_save_dir=policy_save_dir, save_policy_every_n_steps=save_policy_every_n_steps,
-      save_policy_interval_secs=save_policy_interval_secs, max_policies_to_save=max_policies_to_save,
-      save_interval_secs=save_interval_secs, save_summaries_secs=save_summaries_secs, steps_per_call=steps_per_call,
-      should_stop_early=should_stop_early, load_path=load_path)
+  loop = run_loop.TrainingLoop(trainer, train_dir, settings=loop_settings, should_stop_early=should_stop_early)
   return loop.run()

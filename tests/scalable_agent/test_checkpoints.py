@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from rundir import errors
+from rundir import formatting
 from scalable_agent import agent as agent_lib
 from scalable_agent import checkpoints
 from scalable_agent import learner as learner_lib
@@ -193,3 +195,27 @@ def test_tf2_checkpoint_round_trip(tmp_path):
 def test_make_checkpoint_rejects_an_untrackable_optimizer():
   with pytest.raises(ValueError, match='not trackable'):
     checkpoints.make_checkpoint(agent_lib.Agent(NUM_ACTIONS), optimizer=object())
+
+
+def test_a_failed_save_removes_what_it_left_and_names_the_intact_checkpoint(tmp_path, monkeypatch):
+  agent = agent_lib.Agent(NUM_ACTIONS)
+  frames = tf.Variable(10, dtype=tf.int64, trainable=False)
+  manager = checkpoints.make_checkpoint_manager(str(tmp_path), agent, num_environment_frames=frames)
+  intact = checkpoints.save(manager)
+  size = sum(os.path.getsize(os.path.join(tmp_path, name)) for name in os.listdir(tmp_path)
+             if name.startswith('model.ckpt-10.'))
+  frames.assign(20)
+
+  def full_disk(*args, **kwargs):
+    os.makedirs(tmp_path / 'model.ckpt-20_temp')  # what TensorFlow leaves when a write fails
+    raise tf.errors.ResourceExhaustedError(None, None, 'model.ckpt-20_temp/part-00000; No space left on device')
+
+  monkeypatch.setattr(tf.train.CheckpointManager, 'save', full_disk)
+  with pytest.raises(errors.RunDirectoryError) as info:
+    checkpoints.save(manager)
+  assert info.value.exit_code == errors.EXIT_RUN_DIR
+  assert str(info.value).startswith(f'writing a checkpoint into {tmp_path} failed: the disk is full. It needs about '
+                                    f'{formatting.format_bytes(size)}; ')
+  assert str(info.value).endswith(f'The previous checkpoint {intact} is intact: free some space and run the same '
+                                  'command to resume from it.')
+  assert sorted(os.listdir(tmp_path)) == ['checkpoint', 'model.ckpt-10.data-00000-of-00001', 'model.ckpt-10.index']

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import launcher
 import uvf.configurables  # noqa: F401  pylint: disable=unused-import
+from uvf import run_loop
 from uvf import train
 
 CONFIG = Path(__file__).resolve().parents[2] / 'configs' / 'ant_maze.gin'
@@ -25,29 +26,29 @@ def run_training(train_dir, bindings):
   """Parses the AntMaze configuration with `bindings`, runs train_uvf and returns its `TrainingLoop`."""
   launcher.parse_gin([CONFIG], bindings)
   loops = []
-  original = train.TrainingLoop.run
+  original = run_loop.TrainingLoop.run
 
   def run(self):
     loops.append(self)
     return original(self)
 
-  train.TrainingLoop.run = run
+  run_loop.TrainingLoop.run = run
   try:
     train.train_uvf(str(train_dir))
   finally:
-    train.TrainingLoop.run = original
+    run_loop.TrainingLoop.run = original
   return loops[0]
 
 
 def build_trainer(train_dir, bindings):
   """Parses the AntMaze configuration with `bindings` and returns train_uvf's `HiroTrainer`, built but not run
   (nothing collected, targets not copied)."""
-  original = train.TrainingLoop.run
-  train.TrainingLoop.run = lambda self: None
+  original = run_loop.TrainingLoop.run
+  run_loop.TrainingLoop.run = lambda self: None
   try:
     return run_training(train_dir, bindings).trainer
   finally:
-    train.TrainingLoop.run = original
+    run_loop.TrainingLoop.run = original
 
 
 def adam_beta_powers(optimizer):

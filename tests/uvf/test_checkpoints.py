@@ -18,6 +18,7 @@ import launcher
 from tests.uvf import hiro_fixtures
 from uvf import agent as agent_lib
 from uvf import checkpoints
+from uvf import eval as eval_lib
 from uvf import representation
 from uvf import build as build_lib
 from uvf.environments import create_maze_env
@@ -320,15 +321,28 @@ def test_full_training_checkpoint_needs_allow_extra(policy, tmp_path):
 
 
 def test_checkpoint_of_another_setting_points_to_its_config(policy, tmp_path):
+  """The hint describes the checkpoint from its shapes (goal setting, dims, robot); the configurations it names come
+  from the caller (`known_configs`: evaluation passes the table of this repository's configs)."""
   path, _, _, _ = write_original_checkpoint(str(tmp_path / 'xy' / 'model.ckpt'), setting='hiro_xy')
   before = policy.values()
+  known = {('hiro_xy', 30, 2): ['configs/a.gin', 'configs/b.gin'], ('hiro_orig', 30, 2): ['configs/c.gin']}
   with pytest.raises(checkpoints.CheckpointMismatchError) as error:
-    checkpoints.restore_policy(path, policy.variables)
+    checkpoints.restore_policy(path, policy.variables, known_configs=known)
   message = str(error.value)
   assert 'meta_agent/actor_net/actions/weights is float32[300, 2] in the checkpoint, float32[300, 15]' in message
-  assert 'looks like hiro_xy' in message and 'configs/ant_maze_xy.gin' in message and 'hiro_orig' in message
+  assert ('The checkpoint looks like hiro_xy, goal dim SUBGOAL_DIM=2, observation dim 30 (Ant: AntMaze / AntPush / '
+          'AntFall), task context dim 2; the model was built as hiro_orig, goal dim SUBGOAL_DIM=15') in message
+  assert 'e.g. configs/a.gin or configs/b.gin.' in message and 'configs/c.gin' not in message
   assert len(message) < 3000  # shortened lists
   assert_values_equal(before, policy.variables)
+  with pytest.raises(checkpoints.CheckpointMismatchError) as error:
+    checkpoints.restore_policy(path, policy.variables)
+  assert 'looks like hiro_xy' in str(error.value) and 'configs/' not in str(error.value)
+  assert 'evaluate it with the gin configuration it was trained with.' in str(error.value)
+  assert eval_lib.CONFIGS_BY_SHAPES[('hiro_xy', 30, 2)] == ['configs/ant_maze_xy.gin']
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  for names in eval_lib.CONFIGS_BY_SHAPES.values():
+    assert all(os.path.isfile(os.path.join(repo, name)) for name in names), names
 
 
 def test_port_policy_checkpoint_restores(policy, tmp_path):
@@ -460,7 +474,8 @@ def test_original_hiro_repr_checkpoint_matches_the_original_networks(tmp_path):
   np.testing.assert_allclose(
       policy.state_preprocess.action_embed_network(tf.constant(inputs['action_sequences']), observations).numpy(),
       outputs['action_embed'], rtol=1e-5, atol=1e-5)
-  # A hiro_repr checkpoint given to the hiro_orig model points to configs/ant_maze_repr.gin.
+  # A hiro_repr checkpoint given to the hiro_orig model points to configs/ant_maze_repr.gin (evaluation's table).
   orig = Policy(CONFIGS / 'ant_maze.gin')
-  with pytest.raises(checkpoints.CheckpointMismatchError, match='ant_maze_repr.gin'):
-    checkpoints.restore_policy(path, orig.variables)
+  with pytest.raises(checkpoints.CheckpointMismatchError, match=r'looks like hiro_repr, .*e\.g\. '
+                     r'configs/ant_maze_repr\.gin or configs/ant_push_repr\.gin \(hiro_repr: StatePreprocess'):
+    checkpoints.restore_policy(path, orig.variables, known_configs=eval_lib.CONFIGS_BY_SHAPES)

@@ -35,8 +35,11 @@ def _collect():
   counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
   low_buffer = circular_buffer.CircularBuffer(1000, 'agent')
   meta_buffer = circular_buffer.CircularBuffer(100, 'meta')
-  collector = collect.Collector(env, low, meta, representation.StatePreprocess(ndims=15), low_buffer, meta_buffer,
-                                *counters, seed=0)
+  global_step, num_episodes, num_resets = counters
+  collector = collect.Collector(
+      env, uvf_agent=low, meta_agent=meta, state_preprocess=representation.StatePreprocess(ndims=15),
+      replay_buffer=low_buffer, meta_replay_buffer=meta_buffer, global_step=global_step, num_episodes=num_episodes,
+      num_resets=num_resets, seed=0)
   step = tf.function(collector.step)
   ends = [bool(step()['episode_end']) for _ in range(STEPS)]
   return collector, low_buffer, meta_buffer, counters, ends

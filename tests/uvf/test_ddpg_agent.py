@@ -14,6 +14,7 @@ from tests.uvf.test_ddpg_networks import np_weights
 from tests.uvf.test_ddpg_networks import randomize
 from uvf.agents import ddpg_agent
 from uvf.agents import ddpg_networks
+from uvf.agents import td3_update
 
 O, A, B = 6, 3, 5
 BOUND = 0.5  # action bounds +-0.5: the smoothed target actions often leave them
@@ -157,7 +158,7 @@ def test_one_adam_update_of_the_critic():
   w = np_weights(agent.networks['critic_net'])
   q, h = np_critic_with_hidden(w, s, a)
   dq = np.clip(q - np_targets(agent, r, d, s2, 0.0), -1, 1) / (2 * B)  # Huber' / (2 B)
-  update = ddpg_agent.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM),
+  update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM),
                                 tf.compat.v1.train.AdamOptimizer(1e-4, **ADAM), tau=0.005)
   update(s, a, r, d, s2)
   np.testing.assert_allclose(variable(agent, 'critic_net/q_value/biases').numpy() - w['q_value/biases'],
@@ -175,7 +176,7 @@ def test_delayed_actor_still_steps_through_adam(skip):
   bias = variable(agent, 'actor_net/actions/biases')
   before = bias.numpy().astype(np.float64)
   grad = np_actor_bias_grad(agent, batch[0])  # from the weights before the call, as the update computes it
-  update = ddpg_agent.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM),
+  update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM),
                                 tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM), tau=0.005,
                                 skip_delayed_actor_step=skip)
   first = update(*batch)  # num_updates 0: the actor loss is on
@@ -197,7 +198,7 @@ def test_targets_move_on_the_second_and_fourth_call_with_the_gin_tau():
   gin.parse_config('td3_update_targets.tau = 0.25')
   agent = make_agent(seed=7)
   agent.copy_to_targets()
-  update = ddpg_agent.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-2), tf.compat.v1.train.AdamOptimizer(1e-2))
+  update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-2), tf.compat.v1.train.AdamOptimizer(1e-2))
   assert update.tau == 0.25
   sources = agent.get_trainable_actor_vars() + agent.get_trainable_critic_vars()
   targets = agent.get_target_vars()
@@ -224,7 +225,7 @@ def test_hard_copy_pairs_each_network_with_its_target():
 
 def test_update_traces_once():
   agent = make_agent(seed=9)
-  update = ddpg_agent.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3), tf.compat.v1.train.AdamOptimizer(1e-4),
+  update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3), tf.compat.v1.train.AdamOptimizer(1e-4),
                                 tau=0.005)
   update(*make_batch(0))  # creates the Adam slots: may trace twice
   traces = update.step_function.experimental_get_tracing_count()
@@ -240,7 +241,7 @@ def test_eager_function_and_xla_updates_agree():
   for mode in ['eager', 'function', 'xla']:
     agent = make_agent(seed=10, target_policy_noise=0.0)
     agent.copy_to_targets()
-    update = ddpg_agent.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3),
+    update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3),
                                   tf.compat.v1.train.AdamOptimizer(1e-3), tau=0.1, jit_compile=(mode == 'xla'))
     step = update.step_function.python_function if mode == 'eager' else update
     losses = [step(*make_batch(seed)) for seed in range(3)]
@@ -265,7 +266,7 @@ def test_bad_arguments_raise_value_error():
   with pytest.raises(ValueError, match='tau must be in'):
     agent.update_targets(1.5)
   with pytest.raises(ValueError, match='target_update_period'):
-    ddpg_agent.Td3Update(agent, None, None, target_update_period=0, tau=0.1)
+    td3_update.Td3Update(agent, None, None, target_update_period=0, tau=0.1)
 
 
 def test_target_q_clipping_clips_the_td_targets():

@@ -1,7 +1,9 @@
 """uvf.train: short end-to-end runs of train_uvf on the real AntMaze configuration (50-step episodes, batch 16):
-counters and schedule, summaries and checkpoints, one trace per run, exact restarts, the reward recomputed at train
-time, distribution strategies, and run_train.py end to end."""
+counters and schedule, summaries, checkpoints and the progress file, the settings handed to the step and the loop,
+stop requests, one trace per run, exact restarts, the reward recomputed at train time, distribution strategies, and
+run_train.py end to end."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,11 +12,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from rundir import progress
 from tests.uvf import hiro_fixtures
 from tests.uvf.test_checkpoints import HIRO_ORIG_GOAL_MAX
 from tests.uvf.test_ddpg_networks import np_actor
 from tests.uvf.test_ddpg_networks import np_weights
+from uvf import run_loop
 from uvf import train
+from uvf import train_settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -79,6 +84,40 @@ def test_summaries_and_checkpoints(run_a):
   assert os.path.exists(os.path.join(train_dir, 'operative_config.gin'))
 
 
+def test_progress_file_holds_the_final_step_and_state(run_a):
+  """The loop keeps `<train_dir>/progress.json` (rundir.progress): after the run, its end ('finished', the step
+  budget of 2 x 50 + 100 steps reached) with the rate over the run."""
+  train_dir, _, _ = run_a
+  record = progress.read_progress(train_dir)
+  assert record is not None
+  assert record['step'] == 200 and record['total_steps'] == 200 and record['state'] == 'finished'
+  assert record['rate'] > 0 and record['pid'] == os.getpid()
+
+
+def test_loop_settings_carry_train_uvf_arguments_by_name(run_a):
+  _, loop, _ = run_a
+  assert loop.settings == train_settings.LoopSettings(
+      total_steps=200, initial_steps=50, max_steps_per_episode=50, steps_per_call=50, log_every_n_steps=100,
+      save_summaries_secs=0, save_interval_secs=300, policy_save_dir='policy', save_policy_every_n_steps=100,
+      save_policy_interval_secs=0, max_policies_to_save=None, load_path=None)
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    loop.settings.total_steps = 300
+
+
+def test_a_stop_request_ends_the_run_stopped_at_an_episode_end(tmp_path):
+  """A stop requested before the run: the initial collection (one 50-step episode) ends at an episode end, so the
+  loop stops there at once, writes its full checkpoint and leaves progress.json in state 'stopped'."""
+  run_loop.request_stop('SIGTERM')
+  try:
+    loop = hiro_fixtures.run_training(tmp_path, hiro_fixtures.small_bindings(episodes=1))
+  finally:
+    run_loop.request_stop(None)  # no request left for the next test, had the run failed before honouring it
+  assert int(loop.trainer.global_step.numpy()) == 50
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-50')
+  record = progress.read_progress(tmp_path)
+  assert (record['step'], record['total_steps'], record['state']) == (50, 150, 'stopped')
+
+
 # Run B: reward_scale_factor, gamma and meta_gamma all different (the configs' are 1, 0.99, 0.99), 20-step episodes.
 SCALE, GAMMA, META_GAMMA = 2.5, 0.95, 0.9
 ANT_ACTION_BOUND = 30.0
@@ -99,6 +138,14 @@ def _trainer_b(tmp_path_factory):
 
 def _numpy_batch(batch):
   return [np.asarray(x) for x in batch]
+
+
+def test_update_settings_carry_train_uvf_arguments_by_name(trainer_b):
+  """The three same-typed numbers reach their own fields (a swapped pair would show here)."""
+  settings = trainer_b.settings
+  assert (settings.reward_scale_factor, settings.gamma, settings.meta_gamma) == (SCALE, GAMMA, META_GAMMA)
+  assert (settings.batch_size, settings.num_collect_per_meta_update, settings.target_update_period) == (16, 10, 2)
+  assert settings.goal_sample_strategy == 'sample' and settings.seed == 0
 
 
 @pytest.mark.parametrize('trainer, gamma', [('trainer_a', 0.99), ('trainer_b', GAMMA)])
@@ -170,12 +217,12 @@ def test_meta_update_trains_on_relabelled_goals_scaled_rewards_and_meta_discount
 def test_restart_resumes_exactly(run_a, tmp_path):
   train_dir, _, state_a = run_a
   # Restoring gives back the counters, the replay contents and the weights.
-  original_run = train.TrainingLoop.run
-  train.TrainingLoop.run = lambda self: self.restore_or_initialize()
+  original_run = run_loop.TrainingLoop.run
+  run_loop.TrainingLoop.run = lambda self: self.restore_or_initialize()
   try:
     restored = hiro_fixtures.run_training(train_dir, hiro_fixtures.small_bindings(episodes=2))
   finally:
-    train.TrainingLoop.run = original_run
+    run_loop.TrainingLoop.run = original_run
   state_r = _state(restored)
   assert state_r[0] == state_a[0]
   for x, y in zip(state_r[1] + state_r[2], state_a[1] + state_a[2]):
@@ -251,13 +298,13 @@ def test_load_path_restores_the_low_level_only(run_a, tmp_path):
   # policy checkpoint at its end), nothing else; every low-level name must be there.
   train_dir, loop_a, _ = run_a
   policy = os.path.join(train_dir, 'policy', 'model.ckpt-200')  # run A's end (a later test continues that run)
-  original_run = train.TrainingLoop.run
-  train.TrainingLoop.run = lambda self: None
+  original_run = run_loop.TrainingLoop.run
+  run_loop.TrainingLoop.run = lambda self: None
   try:
     fresh = hiro_fixtures.run_training(tmp_path, hiro_fixtures.small_bindings(episodes=2)).trainer
   finally:
-    train.TrainingLoop.run = original_run
-  train.restore_low_level(fresh, policy)
+    run_loop.TrainingLoop.run = original_run
+  run_loop.restore_low_level(fresh, policy)
   for agent_a, agent_b, restored in ((loop_a.trainer.uvf_agent, fresh.uvf_agent, True),
                                      (loop_a.trainer.meta_agent, fresh.meta_agent, False)):
     names_a, names_b = agent_a.variables_by_tf1_name(), agent_b.variables_by_tf1_name()
@@ -268,7 +315,7 @@ def test_load_path_restores_the_low_level_only(run_a, tmp_path):
       assert same == restored, name
   with pytest.raises(ValueError, match='missing'):
     tf.train.Checkpoint(variables={'global_step': fresh.global_step}).write(str(tmp_path / 'counters_only'))
-    train.restore_low_level(fresh, str(tmp_path / 'counters_only'))
+    run_loop.restore_low_level(fresh, str(tmp_path / 'counters_only'))
 
 
 def test_compatibility_only_arguments_are_bindable_and_unused():

@@ -9,7 +9,7 @@ prefix (one Adam optimizer and one soft update for both), the delayed actor as t
 `periodically` counter, the low-level rewards and discounts recomputed from the stored (s, g, s'), the meta batch's
 goals relabelled from 10 candidates. One graph-construction order the original allowed is fixed with control
 dependencies: both losses on the weights before the call, the counter read before its increment (the port's
-documented choice, uvf/agents/ddpg_agent.py `Td3Update`). Nothing from uvf/ is used for its math.
+documented choice, uvf/agents/td3_update.py `Td3Update`). Nothing from uvf/ is used for its math.
 
 The port's side is the training loop's own path: `HiroTrainer.low_level_inputs` / `meta_level_inputs` on a fixed
 batch, then `low_update` / `meta_update`, three calls from one random state (the delayed actor and the target update

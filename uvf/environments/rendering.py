@@ -27,6 +27,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
 
+from rundir import errors
+
 # MUJOCO_GL values that turn mujoco's rendering off, and those that mean GLFW (mujoco's gl_context).
 _OFF = ('disable', 'disabled', 'off', 'false', '0')
 _GLFW_ALIASES = ('glfw', 'glx', 'enable', 'enabled', 'on', 'true', '1')
@@ -50,14 +52,12 @@ BACKENDS: Dict[str, Backend] = {
 }
 
 
-class RenderingUnavailableError(RuntimeError):
+class RenderingUnavailableError(errors.UnavailableError, RuntimeError):
   """No OpenGL back end renders here. The message lists each one tried and why it failed, and the fix.
 
-  `user_error` / `exit_code` tell the launcher to print the message alone and exit with status 3 (a missing optional
-  dependency).
+  A `rundir.errors.UnavailableError` (a missing optional dependency): the launcher prints the message alone and
+  exits with status `errors.EXIT_UNAVAILABLE` (3).
   """
-  user_error = True
-  exit_code = 3
 
   def __init__(self, message: str, attempts: Sequence[tuple] = ()):
     super().__init__(message)

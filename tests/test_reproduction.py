@@ -1,4 +1,5 @@
-"""uvf/reproduction.py: the Table 1 protocol of the task configs, and the aggregation of seeds' evaluations.
+"""The reproduction kit's library (`reproduction/`): the Table 1 protocol of the task configs, the aggregation of
+seeds' evaluations, and where a seed's training stands (progress file, checkpoints).
 
 The evaluation files are hand-made (the rows `uvf.eval` writes into results.json); every expected statistic below
 was worked out by hand from them.
@@ -7,6 +8,8 @@ was worked out by hand from them.
 import csv
 import json
 import os
+import subprocess
+import sys
 
 import gin
 import numpy as np
@@ -14,7 +17,14 @@ import pytest
 from PIL import Image
 
 import launcher
-from uvf import reproduction
+from reproduction import export
+from reproduction import heldout
+from reproduction import outputs
+from reproduction import progress
+from reproduction import protocol
+from reproduction import results
+from reproduction import statistics
+from reproduction import summary
 
 BUDGET = 150_000
 
@@ -40,7 +50,7 @@ def write_seed(directory, points, duplicate=False):
   if duplicate:  # a re-evaluation of step 50,000 appended later: the last row of a step counts
     rows.append(row(50_000, 'eval3', 0.3, 12.0))
   os.makedirs(directory, exist_ok=True)
-  with open(os.path.join(directory, reproduction.RESULTS_FILE), 'w') as f:
+  with open(os.path.join(directory, 'results.json'), 'w') as f:
     json.dump(rows, f)
 
 
@@ -49,35 +59,35 @@ def seed_rows(tmp_path):
   out = {}
   for seed, points in SEEDS.items():
     write_seed(str(tmp_path / f'seed_{seed}' / 'eval'), points)
-    out[seed] = reproduction.load_results(str(tmp_path / f'seed_{seed}' / 'eval'))
+    out[seed] = results.load_results(str(tmp_path / f'seed_{seed}' / 'eval'))
   return out
 
 
-PROTOCOL = reproduction.Protocol(task='AntMaze', modes=('eval1', 'eval3'),
+PROTOCOL = protocol.Protocol(task='AntMaze', modes=('eval1', 'eval3'),
                                  goals={'eval1': [16., 0.], 'eval3': [0., 16.]}, primary_mode='eval3',
                                  max_steps_per_episode=500, eval_episodes=50,
-                                 paper=reproduction.PAPER_TABLE1['AntMaze'])
+                                 paper=protocol.PAPER_TABLE1['AntMaze'])
 
 
 def test_mean_and_standard_error_hand_worked():
   # [0.9, 0.7, 0.0]: mean 0.53333; deviations 0.36667, 0.16667, -0.53333; squares sum 0.44667; / (n - 1) = 0.22333;
   # s = 0.47258; s.e. = s / sqrt(3) = 0.27285.
-  mean, se, n = reproduction.mean_standard_error([0.9, 0.7, 0.0])
+  mean, se, n = statistics.mean_standard_error([0.9, 0.7, 0.0])
   assert n == 3
   assert mean == pytest.approx(0.533333, abs=1e-6)
   assert se == pytest.approx(0.272845, abs=1e-6)
-  assert reproduction.mean_standard_error([0.4]) == (0.4, None, 1)
-  assert reproduction.mean_standard_error([]) == (None, None, 0)
+  assert statistics.mean_standard_error([0.4]) == (0.4, None, 1)
+  assert statistics.mean_standard_error([]) == (None, None, 0)
 
 
 def test_best_within_budget_hand_worked(seed_rows):
-  curves = {seed: reproduction.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
-  best = reproduction.best_within(curves[0], BUDGET)
+  curves = {seed: results.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
+  best = results.best_within(curves[0], BUDGET)
   assert (best.step, best.success, best.distance) == (150_000, 0.9, 3.0)  # 200,000 is past the budget
-  assert reproduction.best_within(curves[0], 10_000_000).step == 200_000
-  assert reproduction.best_within(curves[2], BUDGET).step == 50_000  # equal bests: the earliest
-  assert reproduction.best_within(curves[0], 10_000) is None
-  table = reproduction.table1(curves, BUDGET)
+  assert results.best_within(curves[0], 10_000_000).step == 200_000
+  assert results.best_within(curves[2], BUDGET).step == 50_000  # equal bests: the earliest
+  assert results.best_within(curves[0], 10_000) is None
+  table = results.table1(curves, BUDGET)
   # Bests within 150k: 0.9 (seed 0, at 150k), 0.7 (seed 1, at 100k), 0.0 (seed 2, at 50k).
   assert table['per_seed'][0] == {'success': 0.9, 'step': 150_000, 'last_step': 200_000}
   assert table['per_seed'][1] == {'success': 0.7, 'step': 100_000, 'last_step': 150_000}
@@ -88,8 +98,8 @@ def test_best_within_budget_hand_worked(seed_rows):
 
 
 def test_mean_curve_across_seeds_hand_worked(seed_rows):
-  curves = {seed: reproduction.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
-  curve = {r['step']: r for r in reproduction.across_seeds(curves)}
+  curves = {seed: results.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
+  curve = {r['step']: r for r in results.across_seeds(curves)}
   assert sorted(curve) == [50_000, 100_000, 150_000, 200_000]
   # 100k: successes 0.4, 0.7, 0.0 -> mean 0.36667, s = 0.35119, s.e. 0.20276; distances 9, 5, 13 -> 9, s.e. 2.3094.
   assert curve[100_000]['seeds'] == 3
@@ -102,25 +112,25 @@ def test_mean_curve_across_seeds_hand_worked(seed_rows):
   assert curve[150_000]['success_mean'] == pytest.approx(0.7)
   assert curve[150_000]['success_se'] == pytest.approx(0.2)
   assert (curve[200_000]['seeds'], curve[200_000]['success_mean'], curve[200_000]['success_se']) == (1, 1.0, None)
-  within = reproduction.across_seeds(curves, BUDGET)
+  within = results.across_seeds(curves, BUDGET)
   assert [r['step'] for r in within] == [50_000, 100_000, 150_000]
   # Figure 4 view: the peak of the mean curve within the budget is 0.7 at 150k.
-  assert reproduction.figure4(within) == {'peak_success_mean': pytest.approx(0.7), 'peak_step': 150_000,
+  assert results.figure4(within) == {'peak_success_mean': pytest.approx(0.7), 'peak_step': 150_000,
                                           'last_step': 150_000, 'last_success_mean': pytest.approx(0.7)}
 
 
 def test_a_step_evaluated_twice_keeps_its_last_row(tmp_path):
   write_seed(str(tmp_path), SEEDS[0], duplicate=True)
-  curves = reproduction.seed_curves(reproduction.load_results(str(tmp_path)))
+  curves = results.seed_curves(results.load_results(str(tmp_path)))
   assert [p.step for p in curves['eval3']] == [50_000, 100_000, 150_000, 200_000]
-  assert curves['eval3'][0] == reproduction.Point(50_000, 0.3, 12.0, 50)
-  assert reproduction.evaluated_steps(reproduction.load_results(str(tmp_path)), ['eval1', 'eval3']) == set(SEEDS[0])
-  assert reproduction.load_results(str(tmp_path / 'none')) == []
+  assert curves['eval3'][0] == results.Point(50_000, 0.3, 12.0, 50)
+  assert results.evaluated_steps(results.load_results(str(tmp_path)), ['eval1', 'eval3']) == set(SEEDS[0])
+  assert results.load_results(str(tmp_path / 'none')) == []
 
 
 def test_outputs(seed_rows, tmp_path):
-  result = reproduction.aggregate(seed_rows, PROTOCOL, BUDGET)
-  paths = reproduction.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
+  result = summary.aggregate(seed_rows, PROTOCOL, BUDGET)
+  paths = outputs.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
   with open(paths['table1.csv']) as f:
     table = {r['mode']: r for r in csv.DictReader(f)}
   assert float(table['eval3']['best_success_mean']) == pytest.approx(0.533333, abs=1e-6)
@@ -140,10 +150,10 @@ def test_outputs(seed_rows, tmp_path):
     per_seed = list(csv.DictReader(f))
   assert len(per_seed) == 2 * (4 + 3 + 2)  # every evaluation of every seed, both modes, the 200k one included
   with open(paths['summary.json']) as f:
-    summary = json.load(f)
-  assert summary['modes']['eval3']['table1']['per_seed']['1'] == {'success': 0.7, 'step': 100_000,
+    written = json.load(f)
+  assert written['modes']['eval3']['table1']['per_seed']['1'] == {'success': 0.7, 'step': 100_000,
                                                                   'last_step': 150_000}
-  assert summary['paper']['success'] == 0.99 and summary['primary_mode'] == 'eval3'
+  assert written['paper']['success'] == 0.99 and written['primary_mode'] == 'eval3'
   image = np.asarray(Image.open(paths['png']).convert('RGB')).astype(int)
   assert image.shape[1] == 1000 and image.shape[0] > 3 * 260
   # The paper's value (red, dashed), the mean curve (blue) and its band are drawn.
@@ -152,12 +162,12 @@ def test_outputs(seed_rows, tmp_path):
 
 
 def test_steps_to_episodes():
-  assert reproduction.num_episodes_for_steps(3_000_000, 500) == 6000  # the AntMaze campaign's binding
-  assert reproduction.num_episodes_for_steps(60_000, 500) == 120
-  assert reproduction.num_episodes_for_steps(60_001, 500) == 121
-  assert reproduction.run_length(6000, 500) == 3_000_100  # train_uvf stops at num_episodes x T + 100
+  assert protocol.num_episodes_for_steps(3_000_000, 500) == 6000  # the AntMaze campaign's binding
+  assert protocol.num_episodes_for_steps(60_000, 500) == 120
+  assert protocol.num_episodes_for_steps(60_001, 500) == 121
+  assert protocol.run_length(6000, 500) == 3_000_100  # train_uvf stops at num_episodes x T + 100
   with pytest.raises(ValueError):
-    reproduction.num_episodes_for_steps(0, 500)
+    protocol.num_episodes_for_steps(0, 500)
 
 
 @pytest.mark.parametrize('config, task, primary, goal, modes, paper', [
@@ -171,30 +181,30 @@ def test_steps_to_episodes():
 def test_protocol_of_the_task_configs(config, task, primary, goal, modes, paper):
   launcher.register_configurables()
   launcher.parse_gin([launcher.resolve_config_path(f'configs/{config}')], [])
-  protocol = reproduction.protocol_from_gin()
-  assert (protocol.task, protocol.primary_mode, protocol.modes) == (task, primary, modes)
-  assert protocol.goals[primary] == goal
-  assert (protocol.max_steps_per_episode, protocol.eval_episodes) == (500, 50)
-  assert (protocol.paper.success if protocol.paper else None) == paper
-  assert reproduction.Protocol.from_json(json.loads(json.dumps(protocol.to_json()))) == protocol
+  found = protocol.protocol_from_gin()
+  assert (found.task, found.primary_mode, found.modes) == (task, primary, modes)
+  assert found.goals[primary] == goal
+  assert (found.max_steps_per_episode, found.eval_episodes) == (500, 50)
+  assert (found.paper.success if found.paper else None) == paper
+  assert protocol.Protocol.from_json(json.loads(json.dumps(found.to_json()))) == found
 
 
 def test_protocol_errors():
   launcher.register_configurables()
   launcher.parse_gin([launcher.resolve_config_path('configs/ant_maze.gin')], [])
-  assert reproduction.protocol_from_gin('eval1').primary_mode == 'eval1'
+  assert protocol.protocol_from_gin('eval1').primary_mode == 'eval1'
   with pytest.raises(ValueError, match=r"--mode eval9: the configuration evaluates the modes \['eval1', 'eval2'"):
-    reproduction.protocol_from_gin('eval9')
+    protocol.protocol_from_gin('eval9')
   launcher.parse_gin([launcher.resolve_config_path('configs/ant_maze.gin')], ['EVAL_MODES = ["eval1"]'])
   with pytest.raises(ValueError, match=r"none of the eval modes \['eval1'\].*paper's target \[0.0, 16.0\]"):
-    reproduction.protocol_from_gin()
+    protocol.protocol_from_gin()
   gin.clear_config()
 
 
-def test_progress_from_checkpoints_and_log(tmp_path):
-  train_dir = tmp_path / 'seed_0'
+def write_checkpoints(train_dir, now):
+  """Policy checkpoints 50k (at now - 500 s), 100k (now - 100 s) and a half-written 150k; the full checkpoint 120k
+  (now - 20 s), named by the `checkpoint` index file."""
   (train_dir / 'policy').mkdir(parents=True)
-  now = 1_000_000.0
   for directory, step, mtime in ((train_dir / 'policy', 50_000, now - 500), (train_dir / 'policy', 100_000, now - 100),
                                  (train_dir, 120_000, now - 20)):
     for suffix in ('.index', '.data-00000-of-00001'):
@@ -204,39 +214,77 @@ def test_progress_from_checkpoints_and_log(tmp_path):
   (train_dir / 'policy' / 'model.ckpt-150000.index').write_bytes(b'')  # being written: no data shard yet
   (train_dir / 'checkpoint').write_text('model_checkpoint_path: "model.ckpt-120000"\n'
                                         'all_model_checkpoint_paths: "model.ckpt-120000"\n')
-  progress = reproduction.read_progress(str(train_dir), None, now)
-  assert progress['steps'] == 120_000 and progress['full_checkpoint'] == 120_000
-  assert progress['policy_steps'] == [50_000, 100_000]
+
+
+def test_progress_of_a_run_without_a_progress_file_from_its_checkpoints(tmp_path):
+  """A run of older code writes no progress.json: its step is its newest checkpoint's, its speed that of its last
+  two checkpoints while they are recent."""
+  train_dir = tmp_path / 'seed_0'
+  now = 1_000_000.0
+  write_checkpoints(train_dir, now)
+  (train_dir / 'train.log').write_text('global step 122000 / 3000100: loss = 1.0 (200 steps/sec)\n')  # not read
+  record = progress.read_progress(str(train_dir), now)
+  assert record['steps'] == 120_000 and record['full_checkpoint'] == 120_000
+  assert record['policy_steps'] == [50_000, 100_000] and record['state'] is None
   # The last two checkpoints: 100k at now - 100, 120k at now - 20: 20,000 steps in 80 s.
-  assert progress['rate'] == pytest.approx(250.0)
-  log = tmp_path / 'train.log'
-  log.write_text('global step 121000 / 3000100: loss = 1.0 (0.0100 sec/step) (100 steps/sec), ETA 8h\n'
-                 'global step 122000 / 3000100: loss = 1.0 (0.0050 sec/step) (200 steps/sec), ETA 4h\n')
-  os.utime(log, (now - 5, now - 5))
-  progress = reproduction.read_progress(str(train_dir), str(log), now)
-  assert (progress['steps'], progress['rate'], progress['updated']) == (122_000, 200.0, now - 5)
-  assert reproduction.read_progress(str(train_dir), str(log), now + 3600)['rate'] is None  # nothing recent
+  assert record['rate'] == pytest.approx(250.0)
+  assert record['updated'] == now - 20
+  assert progress.read_progress(str(train_dir), now + 3600)['rate'] is None  # nothing recent
+  assert progress.full_checkpoint_step(str(tmp_path / 'none')) is None
+  assert progress.read_progress(str(tmp_path / 'none'), now)['steps'] == 0
+
+
+def test_progress_from_a_hand_written_progress_file(tmp_path):
+  """The progress file (rundir.progress, written by the training loop) gives the step and speed; the checkpoints
+  still give the resume point and the policies."""
+  train_dir = tmp_path / 'seed_0'
+  now = 1_000_000.0
+  write_checkpoints(train_dir, now)
+  record = {'step': 122_000, 'total_steps': 3_000_100, 'rate': 200.0, 'eta_s': 14_390.5, 'time': now - 5,
+            'pid': 4321, 'state': 'running'}
+  (train_dir / 'progress.json').write_text(json.dumps(record) + '\n')
+  found = progress.read_progress(str(train_dir), now)
+  assert (found['steps'], found['rate'], found['updated'], found['state']) == (122_000, 200.0, now - 5, 'running')
+  assert (found['full_checkpoint'], found['policy_steps']) == (120_000, [50_000, 100_000])
+  # An old record says nothing of the speed (the checkpoints are old too); the record of a stopped run gives none
+  # either, the checkpoints' speed stands in while they are recent.
+  assert progress.read_progress(str(train_dir), now + 3600)['rate'] is None
+  (train_dir / 'progress.json').write_text(json.dumps(dict(record, state='stopped')) + '\n')
+  assert progress.read_progress(str(train_dir), now)['rate'] == pytest.approx(250.0)
+  assert progress.read_progress(str(train_dir), now + 3600)['rate'] is None
+  # An unreadable file counts as none.
+  (train_dir / 'progress.json').write_text('{"step": ')
+  assert progress.read_progress(str(train_dir), now)['steps'] == 120_000
+
+
+def test_the_kit_starts_without_tensorflow():
+  """The kit takes HIRO's constants from `uvf.protocol` (TensorFlow-free): its start-up, `--help` and Ray workers
+  load no TensorFlow."""
+  code = ('import sys; import reproduction.cli; '
+          'print(sorted(m for m in sys.modules if m.startswith("tensorflow")))')
+  out = subprocess.run([sys.executable, '-c', code], cwd=launcher.REPO_ROOT, capture_output=True, text=True, check=True)
+  assert out.stdout.strip() == '[]', out.stdout
 
 
 def test_best_policy_over_seeds_hand_worked(seed_rows):
   # eval3 within 150k: seed 0 has 0.9 at 150k; seed 1's best is 0.7. Unlimited: seed 0's 1.0 at 200k.
-  seed, best = reproduction.best_policy(seed_rows, 'eval3', BUDGET)
+  seed, best = results.best_policy(seed_rows, 'eval3', BUDGET)
   assert (seed, best['step'], best['success_rate']) == (0, 150_000, 0.9)
-  seed, best = reproduction.best_policy(seed_rows, 'eval3', 10_000_000)
+  seed, best = results.best_policy(seed_rows, 'eval3', 10_000_000)
   assert (seed, best['step']) == (0, 200_000)
   # eval1 (1 - eval3, distance 1 everywhere): 1.0 at 50k on seeds 0 and 2; 100k of seed 2 too: the earliest step,
   # then the lowest seed.
-  seed, best = reproduction.best_policy(seed_rows, 'eval1', BUDGET)
+  seed, best = results.best_policy(seed_rows, 'eval1', BUDGET)
   assert (seed, best['step'], best['success_rate']) == (0, 50_000, 1.0)
   # Equal success: the lower final distance wins over the earlier step.
   rows = {0: [row(50_000, 'eval3', 0.5, 6.0), row(100_000, 'eval3', 0.5, 4.0)], 1: [row(50_000, 'eval3', 0.5, 4.5)]}
-  seed, best = reproduction.best_policy(rows, 'eval3', BUDGET)
+  seed, best = results.best_policy(rows, 'eval3', BUDGET)
   assert (seed, best['step']) == (0, 100_000)
   # A step evaluated twice: its last row counts (0.3 replaces 0.8 at 50k).
   rows = {0: [row(50_000, 'eval3', 0.8, 2.0), row(100_000, 'eval3', 0.5, 4.0), row(50_000, 'eval3', 0.3, 9.0)]}
-  assert reproduction.best_policy(rows, 'eval3', BUDGET)[1]['step'] == 100_000
-  assert reproduction.best_policy(seed_rows, 'eval3', 10_000) is None
-  assert reproduction.best_policy(seed_rows, 'eval2', BUDGET) is None
+  assert results.best_policy(rows, 'eval3', BUDGET)[1]['step'] == 100_000
+  assert results.best_policy(seed_rows, 'eval3', 10_000) is None
+  assert results.best_policy(seed_rows, 'eval2', BUDGET) is None
 
 
 def write_checkpoint(directory, step, content):
@@ -251,7 +299,7 @@ def write_checkpoint(directory, step, content):
 def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
   first = write_checkpoint(str(tmp_path / 'policy'), 150_000, b'first')
   out = str(tmp_path / 'docs' / 'best')
-  exported = reproduction.export_checkpoint(first, out, {'step': 150_000})
+  exported = export.export_checkpoint(first, out, {'step': 150_000})
   assert exported == os.path.join(out, 'model.ckpt-150000')
   assert sorted(os.listdir(out)) == ['best_policy.json', 'checkpoint', 'model.ckpt-150000.data-00000-of-00001',
                                      'model.ckpt-150000.index']
@@ -261,7 +309,7 @@ def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
     assert f.read().splitlines()[0] == 'model_checkpoint_path: "model.ckpt-150000"'
   # A better policy later replaces the earlier export entirely.
   second = write_checkpoint(str(tmp_path / 'policy'), 900_000, b'second')
-  reproduction.export_checkpoint(second, out, {'step': 900_000})
+  export.export_checkpoint(second, out, {'step': 900_000})
   assert sorted(os.listdir(out)) == ['best_policy.json', 'checkpoint', 'model.ckpt-900000.data-00000-of-00001',
                                      'model.ckpt-900000.index']
   with open(os.path.join(out, 'best_policy.json')) as f:
@@ -272,11 +320,11 @@ def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
   other.mkdir()
   (other / 'notes.md').write_text('mine')
   with pytest.raises(ValueError, match='is not an earlier export'):
-    reproduction.export_checkpoint(second, str(other), {})
+    export.export_checkpoint(second, str(other), {})
   assert os.listdir(other) == ['notes.md']
   os.remove(second + '.data-00000-of-00001')
   with pytest.raises(ValueError, match='is not a complete checkpoint'):
-    reproduction.export_checkpoint(second, str(tmp_path / 'new'), {})
+    export.export_checkpoint(second, str(tmp_path / 'new'), {})
   assert not os.path.exists(tmp_path / 'new')
 
 
@@ -286,7 +334,7 @@ HELDOUT = {0: {150_000: 0.8}, 1: {50_000: 0.99, 100_000: 0.55, 150_000: 0.45}, 2
 
 
 def heldout_rows():
-  return {seed: [row(step, 'eval3', success, 4.0, episodes=reproduction.HELDOUT_EPISODES)
+  return {seed: [row(step, 'eval3', success, 4.0, episodes=heldout.HELDOUT_EPISODES)
                  for step, success in points.items()] for seed, points in HELDOUT.items()}
 
 
@@ -294,14 +342,14 @@ def test_heldout_policies_are_the_selected_best_and_the_final_one(seed_rows):
   """Within 150k: seed 0's best is 0.9 at 150k, its final policy the 150k one (it was evaluated up to 200k); seed
   1's best is 0.7 at 100k, its final 150k; seed 2's best is 0.0 at 50k (the earliest of equal ones) and it has no
   final policy yet (evaluated to 100k only)."""
-  curves = {seed: reproduction.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
-  assert [reproduction.heldout_steps(curves[seed], BUDGET) for seed in (0, 1, 2)] == [
+  curves = {seed: results.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
+  assert [heldout.heldout_steps(curves[seed], BUDGET) for seed in (0, 1, 2)] == [
       (150_000, 150_000), (100_000, 150_000), (50_000, None)]
-  assert reproduction.heldout_steps([], BUDGET) == (None, None)
+  assert heldout.heldout_steps([], BUDGET) == (None, None)
 
 
 def test_heldout_view_hand_worked(seed_rows):
-  result = reproduction.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
+  result = summary.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
   view = result['heldout']
   assert view['per_seed'] == {
       0: {'best_step': 150_000, 'best_selection': 0.9, 'best_heldout': 0.8, 'final_step': 150_000,
@@ -327,8 +375,8 @@ def test_heldout_view_hand_worked(seed_rows):
 
 
 def test_heldout_outputs_and_summary(seed_rows, tmp_path):
-  result = reproduction.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
-  paths = reproduction.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
+  result = summary.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
+  paths = outputs.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
   with open(paths['table1.csv']) as f:
     table = {r['mode']: r for r in csv.DictReader(f)}
   primary = table['eval3']
@@ -338,15 +386,15 @@ def test_heldout_outputs_and_summary(seed_rows, tmp_path):
   assert (primary['heldout_best_seeds'], primary['heldout_final_seeds'], primary['seeds_reaching_threshold']) == (
       '3', '2', '2')
   assert (primary['heldout_eval_seed'], primary['heldout_episodes']) == (
-      str(reproduction.HELDOUT_SEED), str(reproduction.HELDOUT_EPISODES))
+      str(heldout.HELDOUT_SEED), str(heldout.HELDOUT_EPISODES))
   assert table['eval1']['heldout_best_mean'] == ''
   with open(paths['heldout.csv']) as f:
     rows = [(int(r['seed']), int(r['step']), r['role'], float(r['success_rate'])) for r in csv.DictReader(f)]
   assert rows == [(0, 150_000, 'best+final', 0.8), (1, 50_000, '', 0.99), (1, 100_000, 'best', 0.55),
                   (1, 150_000, 'final', 0.45), (2, 50_000, 'best', 0.0)]
-  lines = reproduction.summary_lines(result)
-  assert lines[-2].startswith(f'  held-out ({reproduction.HELDOUT_EPISODES} episodes, evaluation seed '
-                              f'{reproduction.HELDOUT_SEED}): best policy 0.45 +- 0.24 (IQM 0.45, 95% CI ')
+  lines = summary.summary_lines(result)
+  assert lines[-2].startswith(f'  held-out ({heldout.HELDOUT_EPISODES} episodes, evaluation seed '
+                              f'{heldout.HELDOUT_SEED}): best policy 0.45 +- 0.24 (IQM 0.45, 95% CI ')
   assert lines[-1] == '  seeds whose best policy reaches 0.5 held-out: 2 of 3 seeds'
   with open(paths['summary.json']) as f:
     assert json.load(f)['heldout']['reaching']['count'] == 2
@@ -357,7 +405,7 @@ def test_rliable_iqm_and_interval_against_numpy():
   (0.12 + 0.34 + 0.46 + 0.58 + 0.71) / 5 = 0.442. Its interval: the 2.5 and 97.5 percentiles of the IQMs of
   `reps` resamples of the seeds with replacement, drawn from NumPy's global generator seeded with `seed`."""
   values = [0.93, 0.46, 0.12, 0.0, 0.71, 0.34, 0.58]
-  iqm, low, high = reproduction.iqm_interval(values, reps=1000, seed=3)
+  iqm, low, high = statistics.iqm_interval(values, reps=1000, seed=3)
   assert iqm == pytest.approx(0.442, abs=1e-12)
   np.random.seed(3)
   x = np.asarray(values)
@@ -365,6 +413,6 @@ def test_rliable_iqm_and_interval_against_numpy():
   assert (low, high) == (pytest.approx(np.percentile(resampled, 2.5), abs=1e-12),
                          pytest.approx(np.percentile(resampled, 97.5), abs=1e-12))
   state = np.random.get_state()
-  reproduction.iqm_interval([0.1, 0.2], reps=50, seed=1)
+  statistics.iqm_interval([0.1, 0.2], reps=50, seed=1)
   assert np.array_equal(np.random.get_state()[1], state[1])  # the global generator is left as it was
-  assert reproduction.iqm_interval([]) is None
+  assert statistics.iqm_interval([]) is None

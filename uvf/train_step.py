@@ -1,17 +1,22 @@
-"""The compiled HIRO trainer: `HiroTrainer` holds a run's agents, buffers, updates and counters and runs the loop's
-iterations (collection, low-level and meta updates) inside one `tf.function` (hiro.md sections 3, 5.3); `make_strategy`
-picks its `tf.distribute` strategy. Built and driven by `uvf.train.train_uvf`."""
+"""The compiled training step of HIRO (the original's `TrainStep`; hiro.md sections 3, 5.3).
 
-import numpy as np
+Job: `HiroTrainer` holds a run's agents, replay buffers, TD3 updates and counters, and runs many iterations of the
+loop (collection, low-level and meta updates) inside one `tf.function` (`run_steps`); `make_strategy` picks its
+`tf.distribute` strategy. Built by `uvf.train.train_uvf` from `train_settings.UpdateSettings`; driven between compiled
+calls by `uvf.run_loop.TrainingLoop`.
+"""
+
 import tensorflow as tf
 
 from uvf import build
 from uvf import collect
 from uvf import off_policy_correction
 from uvf import representation
-from uvf.agents import ddpg_agent
+from uvf.agents import td3_update
 
 DISTRIBUTION_STRATEGIES = ('default', 'one_device', 'mirrored')
+# The TD3 optimizers of the two levels, by their names in the full checkpoint (`HiroTrainer.full_checkpoint`).
+OPTIMIZER_NAMES = ('critic', 'actor', 'meta_critic', 'meta_actor')
 
 
 def make_strategy(name):
@@ -53,29 +58,39 @@ def _first_local(strategy, value):
 class HiroTrainer(tf.Module):
   """Holds the agents, buffers, updates and counters of a run, and the compiled loop.
 
-  Built by `train_uvf` (see its arguments). `run_steps(n, last_step)` runs n iterations of the loop in one call;
-  `collect_steps(n)` n collection steps only (the initial collection). With a trainable `state_preprocess`
+  Built by `train_uvf`, every argument by keyword. `run_steps(n, last_step)` runs n iterations of the loop in one
+  call; `collect_steps(n)` n collection steps only (the initial collection). With a trainable `state_preprocess`
   (hiro_repr), `repr_optimizer` trains the representation once per low-level update (`repr_update`).
   `low_level_inputs(batch)` / `meta_level_inputs(batch)` turn a replay batch into what each level's update trains on
   (the loop's own path, public for tests: rewards, discounts and relabelled goals can be checked from a known batch).
+
+  Args:
+    py_env: the maze `PyEnvironment` (already reset).
+    uvf_agent, meta_agent: the `UvfAgent` and `MetaAgent` (built under `strategy`, `build.build_agents`).
+    state_preprocess: `StatePreprocess` (s -> s_repr; trainable with hiro_repr).
+    replay_buffer, meta_replay_buffer: the low-level and meta `CircularBuffer`s (storage created by the collector).
+    optimizers: dict `OPTIMIZER_NAMES` -> the four TD3 optimizers (critic, actor, meta critic, meta actor).
+    strategy: the `tf.distribute` strategy of the updates (`make_strategy`).
+    settings: `train_settings.UpdateSettings`.
+    repr_optimizer: the representation's optimizer (hiro_repr); unused when `state_preprocess` is not trainable.
   """
 
-  def __init__(self, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
-               critic_optimizer, actor_optimizer, meta_critic_optimizer, meta_actor_optimizer, strategy,
-               batch_size, gamma, meta_gamma, reward_scale_factor, target_update_period, num_updates_per_observation,
-               num_collect_per_update, num_collect_per_meta_update, goal_sample_strategy, seed=None,
-               jit_compile=False, skip_delayed_actor_step=False, repr_optimizer=None):
+  def __init__(self, *, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
+               optimizers, strategy, settings, repr_optimizer=None):
     super().__init__(name='hiro_trainer')
     self.uvf_agent, self.meta_agent = uvf_agent, meta_agent
     self.state_preprocess = state_preprocess
     self.replay_buffer, self.meta_replay_buffer = replay_buffer, meta_replay_buffer
     self.strategy = strategy
-    self._batch_size = int(batch_size)
-    self._gamma, self._meta_gamma = float(gamma), float(np.ravel(meta_gamma)[0])  # the original's 1-tuple
-    self._reward_scale_factor = float(reward_scale_factor)
-    self._num_updates_per_observation = int(num_updates_per_observation)
-    self._num_collect_per_update = int(num_collect_per_update)
-    self._meta_period = int(num_collect_per_meta_update)
+    self.settings = settings
+    self._batch_size = int(settings.batch_size)
+    self._gamma, self._meta_gamma = float(settings.gamma), float(settings.meta_gamma)
+    self._reward_scale_factor = float(settings.reward_scale_factor)
+    self._num_updates_per_observation = int(settings.num_updates_per_observation)
+    self._num_collect_per_update = int(settings.num_collect_per_update)
+    self._meta_period = int(settings.num_collect_per_meta_update)
+    if set(optimizers) != set(OPTIMIZER_NAMES):
+      raise ValueError(f'HiroTrainer needs the optimizers {OPTIMIZER_NAMES}, got {sorted(optimizers)}.')
     self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
     self.num_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_episodes')
     self.num_resets = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_resets')
@@ -88,27 +103,30 @@ class HiroTrainer(tf.Module):
     with strategy.scope():
       self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_updates')
       self.num_meta_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_meta_updates')
-      self.optimizers = {'critic': critic_optimizer, 'actor': actor_optimizer, 'meta_critic': meta_critic_optimizer,
-                         'meta_actor': meta_actor_optimizer}
+      self.optimizers = {name: optimizers[name] for name in OPTIMIZER_NAMES}
+      critic_optimizer, actor_optimizer = optimizers['critic'], optimizers['actor']
+      meta_critic_optimizer, meta_actor_optimizer = optimizers['meta_critic'], optimizers['meta_actor']
       _create_optimizer_slots(meta_critic_optimizer, meta_agent.get_trainable_critic_vars())
       _create_optimizer_slots(meta_actor_optimizer, meta_agent.get_trainable_actor_vars())
       _create_optimizer_slots(critic_optimizer, uvf_agent.get_trainable_critic_vars())
       _create_optimizer_slots(actor_optimizer, uvf_agent.get_trainable_actor_vars())
-      self.low_update = ddpg_agent.Td3Update(
-          uvf_agent, critic_optimizer, actor_optimizer, target_update_period=target_update_period,
-          num_updates=self.num_updates, skip_delayed_actor_step=skip_delayed_actor_step, jit_compile=jit_compile,
-          name='nometa')
-      self.meta_update = ddpg_agent.Td3Update(
-          meta_agent, meta_critic_optimizer, meta_actor_optimizer, target_update_period=target_update_period,
-          num_updates=self.num_meta_updates, skip_delayed_actor_step=skip_delayed_actor_step,
-          jit_compile=jit_compile, name='meta')
-    self.collector = collect.Collector(py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer,
-                                       meta_replay_buffer, self.global_step, self.num_episodes, self.num_resets,
-                                       seed=None if seed is None else seed + 1)
+      self.low_update = td3_update.Td3Update(
+          uvf_agent, critic_optimizer, actor_optimizer, target_update_period=settings.target_update_period,
+          num_updates=self.num_updates, skip_delayed_actor_step=settings.skip_delayed_actor_step,
+          jit_compile=settings.jit_compile, name='nometa')
+      self.meta_update = td3_update.Td3Update(
+          meta_agent, meta_critic_optimizer, meta_actor_optimizer, target_update_period=settings.target_update_period,
+          num_updates=self.num_meta_updates, skip_delayed_actor_step=settings.skip_delayed_actor_step,
+          jit_compile=settings.jit_compile, name='meta')
+    seed = settings.seed
+    self.collector = collect.Collector(
+        py_env, uvf_agent=uvf_agent, meta_agent=meta_agent, state_preprocess=state_preprocess,
+        replay_buffer=replay_buffer, meta_replay_buffer=meta_replay_buffer, global_step=self.global_step,
+        num_episodes=self.num_episodes, num_resets=self.num_resets, seed=None if seed is None else seed + 1)
     goal_spec = meta_agent.action_spec
     low_spec = uvf_agent.action_spec
     self.relabeler = off_policy_correction.GoalRelabeler(
-        goal_sample_strategy, goal_spec.minimum, goal_spec.maximum, low_spec.minimum, low_spec.maximum,
+        settings.goal_sample_strategy, goal_spec.minimum, goal_spec.maximum, low_spec.minimum, low_spec.maximum,
         state_repr_fn=state_preprocess, multi_transition_fn=uvf_agent.tf_context.context_multi_transition_fn,
         seed=None if seed is None else seed + 2)
     # MirroredStrategy cannot synchronise (apply gradients) inside a conditional or a nested tf.function: there the
@@ -234,7 +252,7 @@ class HiroTrainer(tf.Module):
       self.collector.step()
 
   def _run_steps(self, num_steps, last_step):
-    """num_steps iterations of the training loop (module docstring, step 2).
+    """num_steps iterations of the training loop (`uvf.train`'s module docstring, step 2).
 
     Args:
       num_steps: int64 scalar tensor, >= 1.

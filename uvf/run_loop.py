@@ -1,6 +1,10 @@
-"""The Python side of a HIRO training run: `TrainingLoop` restores or initialises the run, calls the compiled loop
-(`uvf.trainer.HiroTrainer.run_steps`) and between calls writes summaries, logs progress (steps, rate, ETA) and saves
-the policy and full checkpoints (files: `uvf.train`'s module docstring). Built by `uvf.train.train_uvf`."""
+"""The run loop of HIRO training: the Python work between the compiled calls of the training step.
+
+Job: `TrainingLoop` restores or initialises the run, calls the compiled step (`uvf.train_step.HiroTrainer.run_steps`)
+and between calls writes summaries, logs progress (a line with steps, rate and ETA, and the progress file
+`<train_dir>/progress.json`, `rundir.progress`), saves the policy and full checkpoints, and honours stop requests
+(files: `uvf.train`'s module docstring). Built by `uvf.train.train_uvf` from `train_settings.LoopSettings`.
+"""
 
 import os
 import time
@@ -9,6 +13,11 @@ from absl import logging
 import gin
 import tensorflow as tf
 
+from rundir import checkpoints as run_checkpoints
+from rundir import errors
+from rundir import formatting
+from rundir import progress
+from rundir import storage
 from uvf import checkpoints
 from uvf import collect
 
@@ -52,33 +61,28 @@ def _variable_bytes(checkpoint, optimizers=()):
 
 
 class TrainingLoop(object):
-  """The Python side of training: restore or initialise, call the compiled loop, summaries, logs, checkpoints."""
+  """The Python side of training: restore or initialise, call the compiled loop, summaries, logs, checkpoints.
 
-  def __init__(self, trainer, train_dir, max_number_of_steps, initial_steps, max_steps_per_episode,
-               log_every_n_steps, policy_save_dir, save_policy_every_n_steps, save_policy_interval_secs,
-               max_policies_to_save, save_interval_secs, save_summaries_secs, steps_per_call, should_stop_early=None,
-               load_path=None):
+  Args:
+    trainer: the run's `uvf.train_step.HiroTrainer`.
+    train_dir: the run directory.
+    settings: `train_settings.LoopSettings`.
+    should_stop_early: None, or a callable returning True to stop (checked between compiled calls; a full
+      checkpoint is written at the stop).
+  """
+
+  def __init__(self, trainer, train_dir, *, settings, should_stop_early=None):
     self.trainer = trainer
     self.train_dir = train_dir
-    self.max_number_of_steps = int(max_number_of_steps)
-    self.initial_steps = int(initial_steps)
-    self.max_steps_per_episode = int(max_steps_per_episode)
-    self.log_every_n_steps = int(log_every_n_steps or 0)
-    self.save_policy_every_n_steps = int(save_policy_every_n_steps or 0)
-    self.save_policy_interval_secs = save_policy_interval_secs
-    self.save_interval_secs = save_interval_secs
-    self.save_summaries_secs = save_summaries_secs
-    self.steps_per_call = int(steps_per_call)
+    self.settings = settings
     self.should_stop_early = should_stop_early
-    self.load_path = load_path
     self.checkpoint = trainer.full_checkpoint()
-    self.policy_dir = os.path.join(train_dir, policy_save_dir)
-    self.max_policies_to_save = max_policies_to_save
+    self.policy_dir = os.path.join(train_dir, settings.policy_save_dir)
     self.manager = self._full_manager()
     self.policy_checkpoint = tf.train.Checkpoint(variables=trainer.policy_variables_by_tf1_name())
     self.policy_manager = tf.train.CheckpointManager(
-        self.policy_checkpoint, self.policy_dir, max_to_keep=max_policies_to_save,
-        checkpoint_name=checkpoints.CHECKPOINT_NAME)
+        self.policy_checkpoint, self.policy_dir, max_to_keep=settings.max_policies_to_save,
+        checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
     self.writer = None  # created by `run`, after the checks of the run directory
     self.checkpoint_bytes = None  # of one full checkpoint (`check_free_space`)
     self.last_saved_step = None
@@ -86,7 +90,7 @@ class TrainingLoop(object):
 
   def _full_manager(self):
     return tf.train.CheckpointManager(self.checkpoint, self.train_dir, max_to_keep=FULL_CHECKPOINTS_KEPT,
-                                      checkpoint_name=checkpoints.CHECKPOINT_NAME)
+                                      checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
 
   # Checkpoints.
 
@@ -100,20 +104,20 @@ class TrainingLoop(object):
       try:
         self.checkpoint.restore(latest).assert_existing_objects_matched()
       except (AssertionError, ValueError) as e:
-        raise checkpoints.RunDirectoryError(
+        raise errors.RunDirectoryError(
             f'{latest} does not match this configuration\'s training state ({str(e).strip().splitlines()[0]}): it '
             'was written by another configuration or version of this code. Nothing was changed; use another '
             '--train_dir.') from None
       if not self.trainer.collector.restore_env_state():
         raise ValueError(f'{latest} holds no environment state.')
       self.last_saved_step = int(self.trainer.global_step.numpy())
-      self.checkpoint_bytes = checkpoints.checkpoint_bytes(latest)
+      self.checkpoint_bytes = run_checkpoints.checkpoint_bytes(latest)
       print(f'Resumed from {latest} at global step {self.last_saved_step}.', flush=True)
       return True
     self.trainer.uvf_agent.copy_to_targets()
     self.trainer.meta_agent.copy_to_targets()
-    if self.load_path:
-      restore_low_level(self.trainer, self.load_path)
+    if self.settings.load_path:
+      restore_low_level(self.trainer, self.settings.load_path)
     return False
 
   def full_checkpoint_bytes(self):
@@ -131,42 +135,42 @@ class TrainingLoop(object):
     deleted: up to 3 exist during a save. Policy checkpoints are all kept (max_policies_to_save None).
 
     Raises:
-      checkpoints.RunDirectoryError: the free space is less than the full checkpoints still need.
+      errors.RunDirectoryError: the free space is less than the full checkpoints still need.
     """
     full = self.full_checkpoint_bytes()
-    existing = len(checkpoints.list_checkpoints(self.train_dir))
+    existing = len(run_checkpoints.list_checkpoints(self.train_dir))
     full_needed = max(1, FULL_CHECKPOINTS_KEPT + 1 - existing) * full
     policy = _variable_bytes(self.policy_checkpoint)
     step = int(self.trainer.global_step.numpy())
-    every = self.save_policy_every_n_steps
-    policies = (self.max_number_of_steps // every - step // every) if every else 0
-    if self.max_policies_to_save:
-      policies = min(policies, self.max_policies_to_save + 1)
-    free = checkpoints.free_bytes(self.train_dir)
-    print(f'Checkpoints: full checkpoints {checkpoints.format_bytes(full)} each ({FULL_CHECKPOINTS_KEPT} kept, '
-          f'{FULL_CHECKPOINTS_KEPT + 1} during a save: {checkpoints.format_bytes(full_needed)} more needed), policy '
-          f'checkpoints {checkpoints.format_bytes(policy)} each ({policies} more to the end: '
-          f'{checkpoints.format_bytes(policies * policy)}); {checkpoints.format_bytes(free)} free in '
+    every = self.settings.save_policy_every_n_steps
+    policies = (self.settings.total_steps // every - step // every) if every else 0
+    if self.settings.max_policies_to_save:
+      policies = min(policies, self.settings.max_policies_to_save + 1)
+    free = storage.free_bytes(self.train_dir)
+    print(f'Checkpoints: full checkpoints {formatting.format_bytes(full)} each ({FULL_CHECKPOINTS_KEPT} kept, '
+          f'{FULL_CHECKPOINTS_KEPT + 1} during a save: {formatting.format_bytes(full_needed)} more needed), policy '
+          f'checkpoints {formatting.format_bytes(policy)} each ({policies} more to the end: '
+          f'{formatting.format_bytes(policies * policy)}); {formatting.format_bytes(free)} free in '
           f'{self.train_dir}.', flush=True)
     if free is None:
       return
     if free < full_needed:
-      raise checkpoints.RunDirectoryError(
+      raise errors.RunDirectoryError(
           f'not enough disk space in {self.train_dir} for the full checkpoints of this run: they need '
-          f'{checkpoints.format_bytes(full_needed)} more ({checkpoints.format_bytes(full)} each, '
-          f'{FULL_CHECKPOINTS_KEPT} kept and one more during a save), {checkpoints.format_bytes(free)} is free. '
+          f'{formatting.format_bytes(full_needed)} more ({formatting.format_bytes(full)} each, '
+          f'{FULL_CHECKPOINTS_KEPT} kept and one more during a save), {formatting.format_bytes(free)} is free. '
           'Free some space, or use another --train_dir (smaller replay buffers, CircularBuffer.buffer_size, make '
           'smaller checkpoints). Nothing was written.')
     if free < full_needed + policies * policy:
       logging.warning('The policy checkpoints to the end of the run need %s more than the %s free in %s.',
-                      checkpoints.format_bytes(full_needed + policies * policy - free),
-                      checkpoints.format_bytes(free), self.train_dir)
+                      formatting.format_bytes(full_needed + policies * policy - free),
+                      formatting.format_bytes(free), self.train_dir)
 
   def save(self):
     """Writes a full checkpoint `model.ckpt-<global step>` (not again for the step of the last one).
 
     Raises:
-      checkpoints.RunDirectoryError: the save failed (disk full, permission): what it left is removed and the
+      errors.RunDirectoryError: the save failed (disk full, permission): what it left is removed and the
         previous checkpoint is intact.
     """
     step = int(self.trainer.global_step.numpy())
@@ -176,12 +180,12 @@ class TrainingLoop(object):
     try:
       path = self.manager.save(checkpoint_number=step)
     except (tf.errors.OpError, OSError) as e:
-      checkpoints.remove_partial_saves(self.train_dir)
-      raise checkpoints.storage_error(
+      run_checkpoints.remove_partial_saves(self.train_dir)
+      raise storage.storage_error(
           e, self.train_dir, f'the full checkpoint model.ckpt-{step}', needed=self.full_checkpoint_bytes(),
           intact=self.manager.latest_checkpoint) from None
     self.last_saved_step = step
-    self.checkpoint_bytes = checkpoints.checkpoint_bytes(path)
+    self.checkpoint_bytes = run_checkpoints.checkpoint_bytes(path)
     logging.info('Saved the full checkpoint %s', path)
     return path
 
@@ -190,24 +194,24 @@ class TrainingLoop(object):
     interrupted run wrote it after its last full checkpoint, and the resumed run, exact, would write the same.
 
     Raises:
-      checkpoints.RunDirectoryError: the save failed (disk full, permission).
+      errors.RunDirectoryError: the save failed (disk full, permission).
     """
     step = int(self.trainer.global_step.numpy())
-    existing = os.path.join(self.policy_dir, f'{checkpoints.CHECKPOINT_NAME}-{step}')
+    existing = os.path.join(self.policy_dir, f'{run_checkpoints.CHECKPOINT_NAME}-{step}')
     if tf.io.gfile.exists(existing + '.index'):
       logging.info('The policy checkpoint %s exists (written before the run was interrupted); kept.', existing)
       return existing
     try:
       path = self.policy_manager.save(checkpoint_number=step)
     except (tf.errors.OpError, OSError) as e:
-      checkpoints.remove_partial_saves(self.policy_dir)
-      raise checkpoints.storage_error(e, self.policy_dir, f'the policy checkpoint model.ckpt-{step}',
-                                      needed=_variable_bytes(self.policy_checkpoint),
-                                      intact=self.manager.latest_checkpoint) from None
+      run_checkpoints.remove_partial_saves(self.policy_dir)
+      raise storage.storage_error(e, self.policy_dir, f'the policy checkpoint model.ckpt-{step}',
+                                  needed=_variable_bytes(self.policy_checkpoint),
+                                  intact=self.manager.latest_checkpoint) from None
     logging.info('Saved the policy checkpoint %s', path)
-    if self.save_policy_interval_secs > 0:
-      logging.info('Wait %d secs after save policy.', self.save_policy_interval_secs)
-      time.sleep(self.save_policy_interval_secs)
+    if self.settings.save_policy_interval_secs > 0:
+      logging.info('Wait %d secs after save policy.', self.settings.save_policy_interval_secs)
+      time.sleep(self.settings.save_policy_interval_secs)
     return path
 
   # Summaries and progress.
@@ -244,12 +248,12 @@ class TrainingLoop(object):
 
   def _next_stop(self, step, checkpoint_pending, last_step):
     """The global step at which the current compiled call should end."""
-    stop = min(self.max_number_of_steps, step + self.steps_per_call)
-    for period in (self.log_every_n_steps, self.save_policy_every_n_steps):
+    stop = min(self.settings.total_steps, step + self.settings.steps_per_call)
+    for period in (self.settings.log_every_n_steps, self.settings.save_policy_every_n_steps):
       if period:
         stop = min(stop, (step // period + 1) * period)
     if checkpoint_pending:
-      stop = min(stop, (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
+      stop = min(stop, (step // self.settings.max_steps_per_episode + 1) * self.settings.max_steps_per_episode)
     if not self.trainer.inline_meta_update:
       period = self.trainer.meta_period
       stop = min(stop, (step // period + 1) * period)
@@ -275,29 +279,50 @@ class TrainingLoop(object):
     try:
       return fn(*args)
     except (tf.errors.OpError, OSError) as e:
-      raise checkpoints.storage_error(e, self.train_dir, what, intact=self.manager.latest_checkpoint) from None
+      raise storage.storage_error(e, self.train_dir, what, intact=self.manager.latest_checkpoint) from None
+
+  def _report_progress(self, step, rate, loss):
+    """Prints the progress line and rewrites the progress file (`rundir.progress`, state 'running').
+
+    Args:
+      step: the global step reached (environment steps).
+      rate: environment steps per second over the last logging interval.
+      loss: the last low-level critic + actor loss (the line shows it).
+    """
+    total = self.settings.total_steps
+    eta_s = (total - step) / max(rate, 1e-9)
+    print(f'global step {step} / {total}: loss = {loss:.4f} ({1.0 / max(rate, 1e-9):.4f} sec/step) ({rate:.0f} '
+          f'steps/sec), ETA {formatting.format_duration(eta_s)}', flush=True)
+    progress.write_progress(self.train_dir, step, total_steps=total, rate=rate, eta_s=eta_s, state='running')
 
   def run(self):
     """Trains until the step budget, `should_stop_early` or a stop request (`request_stop`: at the next episode
-    end, after a full checkpoint); returns the final global step."""
-    t = self.trainer
+    end, after a full checkpoint); returns the final global step.
+
+    Keeps `<train_dir>/progress.json` (`rundir.progress`) up to date: a record at the start and at each progress
+    line ('running'), and one at the end: 'finished' (the step budget reached) or 'stopped' (a stop request or
+    `should_stop_early`; the full checkpoint is written), with the rate over the whole run.
+    """
+    t, settings = self.trainer, self.settings
     resumed = self.restore_or_initialize()
     self.check_free_space()
     self._writing('the operative configuration', self._write_operative_config, int(t.global_step.numpy()))
     self.writer = self._writing('TensorBoard summaries', tf.summary.create_file_writer, self.train_dir)
-    policy_every = (f'a policy checkpoint every {self.save_policy_every_n_steps} steps'
-                    if self.save_policy_every_n_steps else 'no policy checkpoints')
-    progress_every = (f'a progress line every {self.log_every_n_steps} steps' if self.log_every_n_steps
+    policy_every = (f'a policy checkpoint every {settings.save_policy_every_n_steps} steps'
+                    if settings.save_policy_every_n_steps else 'no policy checkpoints')
+    progress_every = (f'a progress line every {settings.log_every_n_steps} steps' if settings.log_every_n_steps
                       else 'no progress lines')
-    logging.info('Training to global step %d (environment steps), from step %d; %s, %s.', self.max_number_of_steps,
+    logging.info('Training to global step %d (environment steps), from step %d; %s, %s.', settings.total_steps,
                  int(t.global_step.numpy()), progress_every, policy_every)
+    progress.write_progress(self.train_dir, int(t.global_step.numpy()), total_steps=settings.total_steps,
+                            state='running')
     start = time.time()
     if not resumed:
       if int(t.global_step.numpy()) != 0:
         raise ValueError('Global step should be zero at the start of a fresh run.')
-      if self.initial_steps:
-        t.collect_steps(tf.constant(self.initial_steps, tf.int64))
-      logging.info('Collected %d initial steps in %.1f s', self.initial_steps, time.time() - start)
+      if settings.initial_steps:
+        t.collect_steps(tf.constant(settings.initial_steps, tf.int64))
+      logging.info('Collected %d initial steps in %.1f s', settings.initial_steps, time.time() - start)
     self.timings['initial_collect'] = time.time() - start
     step = int(t.global_step.numpy())
     # The original's TrainStep remembered the previous global step from 0, so a fresh run's first iteration also
@@ -309,13 +334,14 @@ class TrainingLoop(object):
     first_step = step
     checkpoint_pending = False
     stopping = None  # the signal whose stop is under way
-    while step < self.max_number_of_steps:
+    episode = settings.max_steps_per_episode
+    while step < settings.total_steps:
       if _stop_request['signal'] and not stopping:
         stopping = _stop_request['signal']
-        if t.collector.stepper.just_reset or step == self.last_saved_step:
+        if t.collector.at_episode_boundary or step == self.last_saved_step:
           break  # already at an episode end
         logging.info('%s: stopping at the next episode end (global step %d), after a full checkpoint.', stopping,
-                     (step // self.max_steps_per_episode + 1) * self.max_steps_per_episode)
+                     (step // episode + 1) * episode)
         checkpoint_pending = True
       target = self._next_stop(step, checkpoint_pending, last_step)
       metrics = t.run_steps(tf.constant(target - step, tf.int64), tf.constant(last_step, tf.int64))
@@ -326,23 +352,20 @@ class TrainingLoop(object):
         metrics = dict(metrics, **{'meta/' + k: v for k, v in t.meta_step().items()})
       last_step = step
       now = time.time()
-      if (self.save_policy_every_n_steps and
-          step // self.save_policy_every_n_steps != previous // self.save_policy_every_n_steps):
+      policy_every, log_every = settings.save_policy_every_n_steps, settings.log_every_n_steps
+      if policy_every and step // policy_every != previous // policy_every:
         self.save_policy()
-      if self.log_every_n_steps and step // self.log_every_n_steps != previous // self.log_every_n_steps:
+      if log_every and step // log_every != previous // log_every:
         rate = (step - last_log_step) / max(now - last_log_time, 1e-9)
-        remaining = self.max_number_of_steps - step
-        loss = float(metrics['nometa/critic_loss'] + metrics['nometa/actor_loss'])
-        print(f'global step {step} / {self.max_number_of_steps}: loss = {loss:.4f} ({1.0 / max(rate, 1e-9):.4f} '
-              f'sec/step) ({rate:.0f} steps/sec), ETA {_format_eta(remaining / max(rate, 1e-9))}', flush=True)
+        self._report_progress(step, rate, float(metrics['nometa/critic_loss'] + metrics['nometa/actor_loss']))
         last_log_time, last_log_step = now, step
-      if now - last_summary_time >= self.save_summaries_secs:
+      if now - last_summary_time >= settings.save_summaries_secs:
         self._writing('TensorBoard summaries', self.write_summaries, metrics,
                       (step - last_summary_step) / max(now - last_summary_time, 1e-9))
         last_summary_time, last_summary_step = now, step
-      if now - last_save_time >= self.save_interval_secs:
+      if now - last_save_time >= settings.save_interval_secs:
         checkpoint_pending = True
-      if checkpoint_pending and t.collector.stepper.just_reset:
+      if checkpoint_pending and t.collector.at_episode_boundary:
         self.save()
         last_save_time, checkpoint_pending = time.time(), False
         if stopping:
@@ -351,21 +374,17 @@ class TrainingLoop(object):
         logging.info('should_stop_early: stopping at global step %d', step)
         break
     self.timings['train'] = time.time() - train_start
+    rate = (step - first_step) / max(self.timings['train'], 1e-9)
     if metrics is not None:
-      self._writing('TensorBoard summaries', self.write_summaries, metrics,
-                    (step - first_step) / max(self.timings['train'], 1e-9))
+      self._writing('TensorBoard summaries', self.write_summaries, metrics, rate)
     self.save()
     self.writer.close()
     _stop_request['signal'] = None  # honoured (or the run had ended anyway)
+    finished = step >= settings.total_steps
+    progress.write_progress(self.train_dir, step, total_steps=settings.total_steps, rate=rate,
+                            state='finished' if finished else 'stopped')
     if stopping:
-      print(f'{stopping}: stopped at global step {step} of {self.max_number_of_steps}; full checkpoint '
+      print(f'{stopping}: stopped at global step {step} of {settings.total_steps}; full checkpoint '
             f'{self.manager.latest_checkpoint} written.', flush=True)
     logging.info('Training finished at global step %d (%.1f s of training)', step, self.timings['train'])
     return step
-
-
-def _format_eta(seconds):
-  seconds = int(max(seconds, 0))
-  hours, rest = divmod(seconds, 3600)
-  minutes, seconds = divmod(rest, 60)
-  return f'{hours}h{minutes:02d}m{seconds:02d}s'

@@ -35,7 +35,7 @@ import sys
 import threading
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # TF_CPP_MIN_LOG_LEVEL as the user set it (None: not set), recorded by `default_native_log_level` before it sets its
 # default.
 USER_TF_LOG_LEVEL = None
