@@ -1,7 +1,7 @@
 r"""Atari training throughput, side by side: our IMPALA (shallow expert) against sample-factory 2.1.1.
 
-  bash benchmarks/setup_sample_factory.sh /work/venv_sf19     # once: sample-factory in its own venv (outside)
-  python benchmarks/atari_vs_sample_factory.py --sf_python /work/venv_sf19/bin/python [--workers 2] \
+  bash benchmarks/setup_sample_factory.sh ../venv_sf19     # once: sample-factory in its own venv (outside)
+  python benchmarks/atari_vs_sample_factory.py --sf_python ../venv_sf19/bin/python [--workers 2] \
       [--rounds 2] [--seconds 75]
 
 Each round runs, one after the other and each in a fresh process, on Pong (84 x 84, frame skip 4, CPU):
@@ -122,7 +122,7 @@ def _run_sample_factory(sf_python, name, num_workers, seconds, warmup):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--sf_python', default='/work/venv_sf19/bin/python',
+  parser.add_argument('--sf_python', default='../venv_sf19/bin/python',
                       help="sample-factory's venv python (benchmarks/setup_sample_factory.sh)")
   parser.add_argument('--workers', type=int, default=2, help='our actors = sample-factory workers (environments)')
   parser.add_argument('--rounds', type=int, default=2)

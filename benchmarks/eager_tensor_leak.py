@@ -7,7 +7,7 @@ object's managed `__dict__`, which its deallocator does not free; tensorflow/ten
 process, 48 in an IMPALA training process. Nothing in this
 project can release them: a long IMPALA run creates about 2 tensors per agent step at the inference boundary (the
 batch's inputs and the function's outputs, one tensor per dtype; 4.7 before 598ea3a), so its resident memory grows
-by about 0.3 GB an hour (docs/impala_atari.md, "Memory"). Run this after a change of Python or TensorFlow to see whether the leak is gone:
+by about 0.3 GB an hour (docs/impala/atari.md, "Memory"). Run this after a change of Python or TensorFlow to see whether the leak is gone:
 it prints the resident and the tracemalloc-traced growth per tensor for `tf.convert_to_tensor` of a small array,
 measured over `--tensors` conversions after a warm-up. Measured (2026-12-02, this repository's stack): Python
 3.11.7 + TF 2.15.1: 16 bytes per tensor (traced) and ~16 resident; Python 3.10.13 + TF 2.15.1: 0.

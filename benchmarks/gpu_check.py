@@ -5,7 +5,7 @@ r"""The GPU check: learner throughput of IMPALA's two networks and HIRO's update
 Measured, each after a warm-up call that traces and compiles, on random inputs of the real shapes:
   * impala deep (released agent, ResNet + LSTM + instruction), learner step at batch 32 x unroll 100, 72 x 96 RGB:
     environment frames/s (= 32 x 100 x 4 per step). The maintainers' anchor: 30K+ frames/s on one P100
-    (../shared/reference/impala.md 13.1, issue #14 of scalable_agent).
+    (issue #14 of deepmind/scalable_agent).
   * impala shallow (the paper's Atari expert, configs/impala_atari.gin), learner step at batch 32 x unroll 20 on
     84 x 84 x 4 grey stacks, gradient clipping 40: frames/s; and at batch 256 (how far a GPU scales the batch).
   * hiro low / meta: the compiled low-level TD3 update and meta update (with the off-policy correction) of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 19): one table of learner frames/s for IMPALA's deep (DMLab) agent at batch 32 x
+# The prepared GPU check: one table of learner frames/s for IMPALA's deep (DMLab) agent at batch 32 x
 # unroll 100 and the shallow Atari expert, and HIRO's update steps/s, on this machine's GPU. Under 5 minutes.
 #
 # On a bare machine with this repository and Python 3.11 (and the network, for pip):

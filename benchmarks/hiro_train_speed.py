@@ -14,7 +14,8 @@ correction every 10 steps), collects the initial 2500 steps, then times, one aft
   meta       compiled meta updates alone (sampling, off-policy correction, update);
   full loop  the training loop as train_uvf runs it (collect + low update every step + meta update every 10).
 
-Compare the full loop with the original's 70-76 steps/s on the same 2-core machine (shared/reference/anchors.md).
+Compare the full loop with the original's 70-76 steps/s on the same 2-core machine (efficient-hrl `train_uvf` as
+shipped, TF 1.15.5, measured with a stand-in for MuJoCo that costs microseconds: the agent's cost alone).
 
 `--compare BINDING` (repeatable) instead builds two training loops in one process, the configuration as given (A)
 and with the extra bindings (B), and times their full loops in alternating rounds (A, B, A, B, ...), so that both
@@ -261,7 +262,7 @@ def main():
   print(f'{"sum of the parts":<34}{1000 / predicted:>12.0f}{"":>10}{predicted:>18.3f}')
   print(f'{"full training loop":<34}{full_rate:>12.0f}{"":>10}{ms(full_rate):>18.3f}   (runs: '
         + ', '.join(f'{r:.0f}' for r in rates) + ')')
-  print('original (anchors.md, same kind of machine, agent cost alone): 70-76 env steps/s')
+  print('original (efficient-hrl train_uvf, TF 1.15.5, same kind of machine, agent cost alone): 70-76 env steps/s')
 
 
 if __name__ == '__main__':

@@ -15,8 +15,8 @@ Prints:
     GPUs, or, without a GPU, `--num_cpu_devices` logical CPU devices (the CPU is split before TensorFlow
     initialises its devices; the default strategy then still uses one).
 
-Reference (reference/anchors.md, the original TF 1.9 on a 2-core CPU): `vtrace.from_logits` 1.7-2.0 ms; learner
-step alone 211-226 / 253 / 285 frames/s at batch 2 / 4 / 8.
+The original (deepmind/scalable_agent, TF 1.9 CPU wheel, measured on a 2-core CPU): `vtrace.from_logits` 1.7-2.0 ms;
+learner step alone 211-226 / 253 / 285 frames/s at batch 2 / 4 / 8.
 """
 
 import argparse

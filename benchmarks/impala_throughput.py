@@ -11,8 +11,8 @@ separate processes started with the commands of `scripts/launch_local_cluster.py
 the learner). `--mode both` (the default) measures both for each num_actors and prints them side by side.
 
 Both run the built-in environment with the original frame size 72 x 96, unroll_length 100, num_action_repeats 4 and
-batch = num_actors, like the measurements of the original in ../shared/reference/anchors.md (which used a stand-in
-for DeepMind Lab returning random frames: 2/2 205-215, 4/4 234, 8/8 249 frames/s on 2 cores, single machine).
+batch = num_actors, like the measurements of the original (deepmind/scalable_agent, TF 1.9 CPU wheel, with a
+stand-in for DeepMind Lab returning random frames: 2/2 205-215, 4/4 234, 8/8 249 frames/s on 2 cores, single machine).
 Frames are environment frames (agent steps x 4). Each configuration is timed from its second learner step (after
 tracing, warm-up and, in distributed mode, the actors' start) for about `--seconds`, and frames/s is (frames at the
 end - frames at the start) / wall time. All processes share this machine's cores.
@@ -133,7 +133,7 @@ def main(argv=None):
   titles = {'single': 'single machine', 'distributed': 'distributed (1 learner + N actor processes)'}
   print(f'\n{args.level}, 72x96 frames, unroll 100, num_action_repeats 4; environment frames/s')
   print('| num_actors = batch | ' + ' | '.join(titles[m] for m in modes) + ' | original single machine '
-        '(anchors.md) |')
+        '(TF 1.9) |')
   print('|---|' + '---|' * (len(modes) + 1))
   for num_actors in actors:
     print(f'| {num_actors} | ' + ' | '.join(f'{rates[m, num_actors]:.0f}' for m in modes) +

@@ -5,11 +5,11 @@
 #   2. 2.1.1 crashes in its first learner summary with V-trace (`var.mb.advantages` does not exist then): the two
 #      lines that read it are guarded.
 #
-#   bash benchmarks/setup_sample_factory.sh [VENV_DIR]      # default /work/venv_sf19; takes a few minutes
+#   bash benchmarks/setup_sample_factory.sh [VENV_DIR]      # default ../venv_sf19; takes a few minutes
 #
 # Needs python3.11 and this repository's .venv (for the ROMs). Prints the python to pass as --sf_python.
 set -euo pipefail
-VENV="${1:-/work/venv_sf19}"
+VENV="${1:-../venv_sf19}"
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 case "$(realpath -m "$VENV")/" in "$REPO"/*) echo "give a directory outside the repository, not $VENV" >&2; exit 2;; esac
 python3.11 -m venv "$VENV"

@@ -18,7 +18,7 @@ The scripts stay thin: they call `prepare_process()`, define the flags below (`d
    (`StopSignals`).
 
 Every user error ends with one short message and a non-zero exit status (`EXIT_*`), never a traceback.
-docs/reliability.md gives the guarantees (what a kill can lose, disk needed, lock semantics).
+docs/design/reliability.md gives the guarantees (what a kill can lose, disk needed, lock semantics).
 
 Modules, one job each, in import order: each imports only modules above it (in brackets), never a name of this
 `__init__`, so the package has no import cycle (tests/test_architecture.py checks it):

@@ -3,7 +3,7 @@
 `main` turns every user error into one short message on stderr and a non-zero exit status (`EXIT_*`), never a
 traceback: a `LaunchError`, or any exception of the systems or of `rundir` with a true `user_error` (its
 `exit_code`). A run stopped by SIGINT / SIGTERM / SIGHUP exits with `rundir.errors.signal_exit_code`.
-docs/reliability.md gives the guarantees (what a kill can lose, disk needed, lock semantics).
+docs/design/reliability.md gives the guarantees (what a kill can lose, disk needed, lock semantics).
 """
 
 import datetime

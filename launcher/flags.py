@@ -18,11 +18,11 @@ from scalable_agent import original_flags
 HIRO_TRAIN_FLAGS = ('goal_sample_strategy', 'save_interval_secs', 'save_summaries_secs', 'summarize_gradients')
 # run_eval flags that become gin bindings of HIRO's `evaluate`.
 HIRO_EVAL_FLAGS = ('checkpoint_path',)
-# IMPALA's original experiment.py flags (reference impala.md section 2): each is the gin parameter
+# IMPALA's original experiment.py flags (deepmind/scalable_agent experiment.py L48-90): each is the gin parameter
 # `experiment.<flag>` of the same name and default.
 IMPALA_FLAGS = tuple(original_flags.ORIGINAL)
-# Flags of multi-machine IMPALA (issue #8, not in the original), also `experiment.<flag>` bindings:
-# scalable_agent/distributed.py, docs/impala_distributed.md.
+# Flags of multi-machine IMPALA (not in the original), also `experiment.<flag>` bindings:
+# scalable_agent/distributed.py, docs/impala/distributed.md.
 IMPALA_DISTRIBUTED_FLAGS = tuple(original_flags.DISTRIBUTED)
 # The module the flags are defined for (`--helpfull` lists them under it).
 _FLAGS_MODULE = 'launcher'
@@ -65,7 +65,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                       '--train_dir. (Original default /tmp/agent; here runs/<config name>.)', **d)
   for name, flag in original_flags.ORIGINAL.items():
     _define(name, flag, 'IMPALA original: ' + flag.help, d)
-  # IMPALA multi-machine training (docs/impala_distributed.md).
+  # IMPALA multi-machine training (docs/impala/distributed.md).
   for name, flag in original_flags.DISTRIBUTED.items():
     _define(name, flag, flag.help, d)
 

@@ -1,5 +1,5 @@
 """The reproduction kit: HIRO's Table 1 protocol over many seeds, run, watched and aggregated (`scripts/reproduce.py`;
-docs/reproduction.md).
+docs/hiro/reproduction.md).
 
 Modules, one job each, in import order: a module imports only modules listed above it (no cycles; nothing imports
 `cli` but `scripts/reproduce.py`):

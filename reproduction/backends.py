@@ -77,7 +77,7 @@ def run_ray(plan, refresher, address):
   try:
     import ray  # pylint: disable=g-import-not-at-top
   except ImportError:
-    raise plans.KitError('--backend ray needs Ray: pip install -r requirements-ray.txt (docs/reproduction.md).'
+    raise plans.KitError('--backend ray needs Ray: pip install -r requirements-ray.txt (docs/hiro/reproduction.md).'
                          ) from None
   # The workers import the kit (`seeds.run_seed`) from this checkout, wherever the kit was started from.
   path = os.pathsep.join([plans.REPO_ROOT] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else []))

@@ -21,7 +21,7 @@ is refused before anything starts. `--status` prints where each seed stands; `--
 policy over all seeds to DIR (to publish it, with the command that evaluates it again). `--only_seeds 2` runs only
 seed 2 of 0..K-1, and `--results_from <per_seed.csv>` stands in for seeds evaluated on another machine (their run
 directories are not here) in --status and the aggregate. `--backend ray` spreads the seeds over
-a Ray cluster (requirements-ray.txt; docs/reproduction.md).
+a Ray cluster (requirements-ray.txt; docs/hiro/reproduction.md).
 """
 
 import argparse

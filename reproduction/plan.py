@@ -25,7 +25,7 @@ KIT_BINDINGS = {'train_uvf.seed': '--seeds', 'train_uvf.save_policy_every_n_step
                 'train_uvf.num_episodes_train': '--steps', 'evaluate.num_episodes_eval': '--eval_episodes',
                 'evaluate.checkpoint_timeout': '--eval_timeout', 'evaluate.num_threads': None, 'evaluate.seed': None,
                 'evaluate.checkpoint_path': None, 'evaluate.checkpoint_range': None}
-# Evaluation is this much faster than training per environment step (docs/hiro_evaluation.md: 6.6x for an
+# Evaluation is this much faster than training per environment step (docs/hiro/evaluation.md: 6.6x for an
 # untrained policy, 12-19x for trained ones): an evaluation's share of a core, for the default --parallel.
 EVAL_SPEEDUP = 6.6
 
@@ -87,7 +87,7 @@ def _cores():
 
 def core_slots(parallel):
   """The cores of each of `parallel` training slots: this process's cores in `parallel` equal contiguous groups
-  (docs/hiro_training.md, "Process layout": one pinned single-thread process per core is 1.13x two unpinned
+  (docs/hiro/training.md, "Process layout": one pinned single-thread process per core is 1.13x two unpinned
   processes at TensorFlow's default threads); [] when there are fewer cores than slots (nothing is pinned)."""
   try:
     cores = sorted(os.sched_getaffinity(0))

@@ -29,8 +29,8 @@ SCRIPTS = {'train': 'run_train.py', 'eval': 'run_eval.py', 'heldout': 'run_eval.
 # The signals that stop the kit (Ctrl-C; `timeout`, schedulers; a closed terminal): it stops the processes it
 # started (they write their checkpoints) and exits with 128 + the signal's number.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# The exit statuses of a training or evaluation stopped on request (docs/reliability.md): SIGINT 130, SIGTERM 143,
-# SIGHUP 129 (negative: the signal came before its handler).
+# The exit statuses of a training or evaluation stopped on request (docs/running.md): SIGINT 130, SIGTERM
+# 143, SIGHUP 129 (negative: the signal came before its handler).
 STOPPED_EXIT_CODES = tuple(errors.signal_exit_code(s) for s in STOP_SIGNALS) + tuple(-s for s in STOP_SIGNALS)
 # The exit statuses of a user error (configuration, run directory): restarting the process will not help.
 USER_ERROR_EXIT_CODES = (errors.EXIT_USAGE, errors.EXIT_UNAVAILABLE)

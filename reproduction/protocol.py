@@ -1,6 +1,6 @@
 """HIRO's Table 1 protocol, the paper's results, and the protocol of a gin configuration.
 
-The protocol (HIRO, Nachum et al., NeurIPS 2018, Table 1 and Appendices B-C; `docs/reproduction.md`): per task,
+The protocol (HIRO, Nachum et al., NeurIPS 2018, Table 1 and Appendices B-C; `docs/hiro/reproduction.md`): per task,
 10 seeds train for 10M environment steps; a policy checkpoint every 50,000 steps is evaluated on 50 deterministic
 500-step episodes at the task's target; success = the distance to the target at the last step is below 5 (3-D for
 AntFall). Table 1 reports, per task, the success rate of the **best policy seen within 10M steps**, mean +- standard

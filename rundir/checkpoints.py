@@ -3,7 +3,7 @@
 Both systems write TensorFlow checkpoints `<directory>/<name>-<n>` (`name` 'model.ckpt'; n: HIRO's global step,
 IMPALA's environment frames), each an index file `<prefix>.index` and data shards `<prefix>.data-<i>-of-<N>` (5
 digits each), listed by the directory's `checkpoint` index file. What can go wrong with them, and what this module
-does about it (docs/reliability.md):
+does about it (docs/design/reliability.md):
 
 * the index file is lost or stale (a partial copy, an rsync): `list_checkpoints` scans the files instead, and
   `write_index` rebuilds the index file as `tf.train.CheckpointManager` writes it;

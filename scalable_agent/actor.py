@@ -1,10 +1,10 @@
 """IMPALA's actor: unrolls of one environment under the agent's policy, and the environment process it runs in.
 
-An `Actor` (reference impala.md section 6) makes `ActorOutput`s of unroll_length agent steps; `batch_unrolls`
-stacks B of them time-major for the learner, and `finished_episodes` reads the episodes that ended in a batch. An
-`EnvironmentProcess` is one level's environment in a `py_process` child (restarted when it dies); `numpy_policy`
-turns the agent into the NumPy policy an `Actor` calls. Single-machine training (`experiment.train`), test mode
-(`experiment.test`) and the multi-machine actor job (`distributed.run_actor`) all use these.
+An `Actor` (deepmind/scalable_agent experiment.py `build_actor`) makes `ActorOutput`s of unroll_length agent steps;
+`batch_unrolls` stacks B of them time-major for the learner, and `finished_episodes` reads the episodes that ended in a
+batch. An `EnvironmentProcess` is one level's environment in a `py_process` child (restarted when it dies);
+`numpy_policy` turns the agent into the NumPy policy an `Actor` calls. Single-machine training (`experiment.train`),
+test mode (`experiment.test`) and the multi-machine actor job (`distributed.run_actor`) all use these.
 
 Units: "frames" are environment frames (agent steps x num_action_repeats); an unroll has unroll_length agent steps
 and carries unroll_length + 1 (the first overlaps the previous unroll).
@@ -23,7 +23,8 @@ from scalable_agent import learner as learner_lib
 from scalable_agent import py_process
 from scalable_agent import settings as settings_lib
 
-# The queue element of the original (reference impala.md section 6). For one unroll (`Actor.unroll`):
+# The queue element of the original (deepmind/scalable_agent experiment.py L94-97, L228-309). For one unroll
+# (`Actor.unroll`):
 #   level_name: str, the actor's level (for dmlab30 its training level name);
 #   agent_state: LSTMState(c, h), float32 [256] each, the core state before env_outputs[0];
 #   env_outputs: StepOutput of [T + 1, ...] arrays; [0] is the last step of the previous unroll;
@@ -67,7 +68,7 @@ def _remove_batch_dimension(nest):
 
 
 class Actor:
-  """Produces unrolls from one environment, as the original's `build_actor` (reference impala.md section 6).
+  """Produces unrolls from one environment, as the original's `build_actor` (deepmind/scalable_agent experiment.py).
 
   It keeps (env_state, env_output, agent_state, agent_output) between unrolls. One unroll of T = unroll_length agent
   steps: from the held values, T times { agent_output, agent_state = policy(agent_output.action, env_output,

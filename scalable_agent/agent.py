@@ -1,4 +1,5 @@
-"""The IMPALA deep agent (reference impala.md section 3), as Sonnet 2 modules with the original variable names.
+"""The IMPALA deep agent (deepmind/scalable_agent experiment.py `Agent`), as Sonnet 2 modules with the original
+variable names.
 
 Network, per time step (T·B rows at once for the torso and the head; only the core LSTM loops over time):
 

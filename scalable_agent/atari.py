@@ -1,5 +1,5 @@
 """Atari backend of the IMPALA environments: a game of the Arcade Learning Environment (ale-py) with the
-preprocessing of the IMPALA paper's Atari experiments (level names `atari/<game>`; docs/impala_environments.md)."""
+preprocessing of the IMPALA paper's Atari experiments (level names `atari/<game>`; docs/impala/environments.md)."""
 
 import gin
 import numpy as np
@@ -28,7 +28,7 @@ _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 @gin.configurable('AtariEnvironment', module='scalable_agent',
                   denylist=['game', 'width', 'height', 'num_action_repeats', 'seed'])
 class AtariEnvironment:
-  """An Atari game with the preprocessing of the IMPALA paper's Atari experiments (docs/impala_environments.md).
+  """An Atari game with the preprocessing of the IMPALA paper's Atari experiments (docs/impala/environments.md).
 
   * No sticky actions (`repeat_action_probability` 0), one emulator frame per ALE `act`.
   * One `step` = one agent step = `num_action_repeats` emulator frames with the same action, rewards summed

@@ -1,5 +1,5 @@
 """Built-in backend of the IMPALA environments: tiny grid tasks drawn in NumPy, "go to the <colour>" (level names
-`builtin/<task>`, `BUILTIN_TASKS`; docs/impala_environments.md gives each task's random and optimal returns)."""
+`builtin/<task>`, `BUILTIN_TASKS`; docs/impala/environments.md gives each task's random and optimal returns)."""
 
 import collections
 
@@ -18,7 +18,7 @@ BUILTIN_MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
 BUILTIN_ACTION_NAMES = ('up', 'down', 'left', 'right')
 
 BuiltinTask = collections.namedtuple('BuiltinTask', ['grid_size', 'num_objects', 'max_moves'])
-# name -> task; docs/impala_environments.md gives each task's random, instruction-blind and optimal returns.
+# name -> task; docs/impala/environments.md gives each task's random, instruction-blind and optimal returns.
 BUILTIN_TASKS = collections.OrderedDict([
     # Reactive: one object; the instruction names its colour but carries no choice. Learnt in minutes on a CPU.
     ('find_object', BuiltinTask(grid_size=5, num_objects=1, max_moves=8)),
@@ -42,7 +42,7 @@ class BuiltinEnvironment:
   Entering the named object's cell gives reward +1, another object's cell -1; either ends the episode, and so does
   the `max_moves`-th move without reaching an object (reward 0). Episode returns are in {-1, 0, +1}; an optimal
   policy always gets +1. With two objects (`go_to_color`) a policy that ignores the instruction gets 0 on average;
-  with one (`find_object`) the task is reactive. Random and optimal returns: docs/impala_environments.md.
+  with one (`find_object`) the task is reactive. Random and optimal returns: docs/impala/environments.md.
 
   One `step` is `num_action_repeats` moves with the same action (stopping when the episode ends), so with
   num_action_repeats = 1 one agent step is one move and the frame counters count moves. The frame is the grid scaled

@@ -5,9 +5,9 @@ Our runs: `make_checkpoint_manager(directory, agent, optimizer, num_environment_
 save is one `rundir.errors.RunDirectoryError`); `restore_latest` resumes from the newest readable checkpoint it finds
 in the directory (the `checkpoint` index file may be lost; a corrupt newer one is set aside as `*.corrupt`; an
 original TF1 checkpoint resumes too). The scanning and repair are the run-directory library's (`rundir.checkpoints`,
-shared with HIRO); docs/reliability.md.
+shared with HIRO); docs/design/reliability.md.
 
-Original IMPALA checkpoints (`deepmind/scalable_agent`, TF 1.9; reference impala.md section 3.4) are keyed by
+Original IMPALA checkpoints (`deepmind/scalable_agent` experiment.py, TF 1.9, Sonnet 1) are keyed by
 variable name: the 41 agent variables (`agent/batch_apply/convnet/conv_2d/w`, ...), for each of them the RMSProp
 slots `<name>/RMSProp` (mean square, initialised to 1) and `<name>/RMSProp_1` (momentum), and the global step
 `num_environment_frames` (int64, counts environment frames): 124 entries. `restore_tf1_checkpoint` loads one into an

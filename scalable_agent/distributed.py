@@ -1,4 +1,4 @@
-"""Multi-machine IMPALA (issue #8): the learner job and the actor jobs, connected through a Reverb server.
+"""Multi-machine IMPALA: the learner job and the actor jobs, connected through a Reverb server.
 
 TF2 has no TF1 gRPC cluster, so the learner (`run_learner`, `--job_name=learner --task=0`) hosts a Reverb server
 with three tables: 'unrolls' (a queue of UNROLL_QUEUE_SIZE = 1 item, the original's FIFOQueue(1)), 'weights' (the
@@ -6,7 +6,7 @@ latest agent variables and step counters) and 'learner_run_<id>' (a random id of
 actor can tell a restarted learner from the one it wrote to). Actor i (`run_actor`, `--job_name=actor --task=i
 --learner_address=HOST:PORT`) fetches the newest weights before every unroll and writes its unrolls to the queue.
 The learner's bookkeeping is `progress.LearnerProgress` and the actor's unrolls `actor.Actor`, as in
-single-machine training. The data path, the policy lag and the reconnection rules: docs/impala_distributed.md.
+single-machine training. The data path, the policy lag and the reconnection rules: docs/impala/distributed.md.
 """
 
 import dataclasses

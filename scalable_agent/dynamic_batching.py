@@ -1,6 +1,6 @@
 """Dynamic batching: concurrent batch-size-1 calls from many threads become one call of a batched function.
 
-The original (`dynamic_batching.py` + the C++ ops of `batcher.cc`, reference impala.md section 7) batched the actors'
+The original (deepmind/scalable_agent `dynamic_batching.py` + the C++ ops of `batcher.cc`) batched the actors'
 one-step agent calls inside a TF1 graph: each call site enqueued its inputs and blocked, and a QueueRunner looped
 get_inputs -> function -> set_outputs. This port keeps that design and its semantics in Python (the SEED RL style):
 `Batcher` is the C++ resource (same operations, checks and error messages), and `batch_fn` / `batch_fn_with_options`
@@ -64,7 +64,7 @@ class Batcher:
     maximum_batch_size: `get_inputs` takes at most this many inputs, oldest first.
     timeout_ms: once the oldest pending input has waited this many milliseconds, `get_inputs` takes whatever is
       pending even if that is fewer than `minimum_batch_size`; None: no timeout. (The C++ op counted it from the
-      start of each wait of the consumer instead; see docs/deviations.md.)
+      start of each wait of the consumer instead; see docs/design/deviations.md.)
   """
 
   def __init__(self, minimum_batch_size=1, maximum_batch_size=1024, timeout_ms=100):
@@ -259,7 +259,7 @@ class _DtypeLayout:
   """How arrays [B, ...] of fixed shapes after the batch dimension travel as one array [B, n] per dtype.
 
   Every tensor created at the batching thread's boundary costs time, and on Python 3.11 TensorFlow 2.15 never frees
-  a small block of each (docs/impala_atari.md, "Memory"), so the inputs of a batch, and the outputs of the function,
+  a small block of each (docs/impala/atari.md, "Memory"), so the inputs of a batch, and the outputs of the function,
   cross it as one tensor per dtype: the agent's step takes 5 instead of 9 inputs and returns 2 instead of 5 outputs.
   """
 

@@ -22,7 +22,7 @@ the original `create_environment` (experiment.py) chose them; `create_environmen
 `FlowEnvironment` adds the per-episode running return and length, giving the `StepOutput`s that actors feed the agent.
 This module holds what the original `environments.py` held (DeepMind Lab, `FlowEnvironment`, the level choice); the
 Atari and built-in backends are `atari.py` and `builtin.py`, what all backends share `environment_specs.py`.
-Details and the Atari / built-in designs: docs/impala_environments.md.
+Details and the Atari / built-in designs: docs/impala/environments.md.
 """
 
 import collections
@@ -37,7 +37,8 @@ from scalable_agent import builtin
 from scalable_agent import dmlab30
 from scalable_agent import environment_specs
 
-# One environment step, as the original (reference impala.md section 9.3). The field order is the nest order.
+# One environment step, as the original `StepOutput` (deepmind/scalable_agent environments.py). The field order is
+# the nest order.
 #   reward: float32, the reward of the step (unclipped);
 #   info: StepOutputInfo(episode_return float32, episode_step int32), running totals of the current episode;
 #   done: bool, True on the first observation of a new episode (and on the initial output);
@@ -52,7 +53,7 @@ DMLAB_INSTALL_HELP = (
     'DeepMind Lab is not on a package registry: build its Python package from source '
     '(github.com/google-deepmind/lab: `bazel build -c opt //python/pip_package:build_pip_package`, then '
     '`./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg` and '
-    '`pip install /tmp/dmlab_pkg/deepmind_lab-*.whl`); README.md, section "DeepMind Lab (optional)", has the steps.')
+    '`pip install /tmp/dmlab_pkg/deepmind_lab-*.whl`); docs/install.md, section "DeepMind Lab", has the steps.')
 
 # DeepMind Lab actions: [LOOK_LEFT_RIGHT_PIXELS_PER_FRAME, LOOK_DOWN_UP_PIXELS_PER_FRAME, STRAFE_LEFT_RIGHT,
 # MOVE_BACK_FORWARD, FIRE, JUMP, CROUCH]. The original's nine actions, in its order (paper Table D.2).
@@ -73,7 +74,7 @@ DEFAULT_ACTION_SET = (
 # DeepMind Lab.
 
 class PyProcessDmLab:
-  """A DeepMind Lab level, as the original `PyProcessDmLab` (reference impala.md section 9.2).
+  """A DeepMind Lab level, as the original `PyProcessDmLab` (deepmind/scalable_agent environments.py).
 
   Observations: frame uint8 [height, width, 3] (DMLab's 'RGB_INTERLEAVED'), instruction str ('INSTR'). One `step` is
   one agent step of `num_action_repeats` DMLab frames (`num_steps`); its reward is DMLab's sum over those frames.

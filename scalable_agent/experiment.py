@@ -1,11 +1,12 @@
 """IMPALA experiment: the train / test entry point, with the original command-line flags as gin parameters.
 
-Each flag of the original `experiment.py` (reference impala.md section 2) is a parameter of `experiment` with the
+Each flag of the original `experiment.py` (deepmind/scalable_agent, L48-90) is a parameter of `experiment` with the
 same name and default (written once, in `original_flags`), so `--level_name=dmlab30` on the command line and
 `experiment.level_name = 'dmlab30'` in a gin file are the same setting. `logdir` is the run directory and comes from
 the command line (`--logdir` or `--train_dir`), not from gin.
 
-Single-machine training (`task=-1`, reference impala.md sections 6 and 10), all in this process but the environments:
+Single-machine training (`task=-1`; original: deepmind/scalable_agent experiment.py `build_actor`, `train`), all in
+this process but the environments:
 
   actor thread i (num_actors of them)           environment process i (`py_process`, spawn)
     `Actor.unroll()`: unroll_length agent steps, one `step` call per agent step; the agent's one-step inference
@@ -105,7 +106,7 @@ def experiment(logdir,
     mode: 'train' or 'test'.
     test_num_episodes: episodes per level in test mode.
     task: task id; -1 for single-machine training, else the task of a multi-machine job: the learner is task 0,
-      actor i is task i (0 <= i < num_actors). See scalable_agent/distributed.py and docs/impala_distributed.md.
+      actor i is task i (0 <= i < num_actors). See scalable_agent/distributed.py and docs/impala/distributed.md.
     job_name: 'learner' or 'actor'; ignored when task is -1 (and in test mode).
     total_environment_frames: frames (agent steps x action repeats) to train for; also the horizon of the linear
       learning-rate decay.
@@ -401,7 +402,8 @@ def _next_batch(batches, actor_threads, errors, prefetch_thread):
 # Test mode.
 
 def test(logdir, settings):
-  """Test mode (reference impala.md section 10): the latest checkpoint of logdir, test_num_episodes per test level.
+  """Test mode (deepmind/scalable_agent experiment.py `test`, L646-679): the latest checkpoint of logdir,
+  test_num_episodes per test level.
 
   Levels run one after the other, each in one environment process (is_test=True, seed 1), with the training
   policy (sampled actions) and the LSTM state carried across episodes (reset by `done`), in unrolls of

@@ -7,7 +7,7 @@
   * 'shallow': `FeedForwardAgent(torso='shallow')`, the paper's small torso without an LSTM;
   * 'deep': `FeedForwardAgent(torso='deep')`, the paper's ResNet torso without an LSTM and without the instruction.
 
-The paper's Atari experts (IMPALA paper, Appendix G and Table G.1; reference impala.md 13.3) are feed-forward: no
+The paper's Atari experts (Espeholt et al. 2018, Appendix G and Table G.1) are feed-forward: no
 LSTM, the frame history is a 4-frame stack (`AtariEnvironment.frame_stack`). Network, per step (T·B rows at once):
 
   frame uint8 [H, W, C] / 255 -> torso -> ReLU -> flatten -> linear 256 -> ReLU -> policy logits (num_actions),

@@ -1,4 +1,4 @@
-"""The command-line flags of the original `experiment.py` (deepmind/scalable_agent; reference impala.md section 2)
+"""The command-line flags of the original `experiment.py` (deepmind/scalable_agent, L48-90)
 and the two flags of multi-machine training: for each, its default, its help and, for a choice, its values.
 
 This is the one place their defaults are written: `settings.Settings` and `experiment.experiment` take theirs from
@@ -46,7 +46,7 @@ ORIGINAL = {
     'epsilon': Flag(.1, 'RMSProp epsilon.'),
 }
 
-# Multi-machine training (issue #8, not in the original): scalable_agent/distributed.py, docs/impala_distributed.md.
+# Multi-machine training (not in the original): scalable_agent/distributed.py, docs/impala/distributed.md.
 DISTRIBUTED = {
     'learner_address': Flag('', 'IMPALA actor jobs (--job_name=actor --task=i): HOST:PORT of the learner\'s Reverb '
                             'server (experiment.learner_address).'),

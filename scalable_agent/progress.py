@@ -1,9 +1,11 @@
-"""The IMPALA learner's bookkeeping around its steps (reference impala.md section 10): restore or the first
-checkpoint, episode and metric summaries, progress lines (frames/s, ETA), periodic checkpoints, the checkpoint at
-the end or on an interrupt, and the stop request a signal handler makes. Shared by single-machine training
-(`experiment.train`) and the multi-machine learner job (`distributed.run_learner`).
+"""The IMPALA learner's bookkeeping around its steps (deepmind/scalable_agent experiment.py `train`): restore or the
+first checkpoint, episode and metric summaries, progress lines (frames/s, ETA, episodes and their mean returns; each
+finished episode's own line at debug level, `--verbosity=1`), periodic checkpoints, the checkpoint at the end or on an
+interrupt, and the stop request a signal handler makes. Shared by single-machine training (`experiment.train`) and
+the multi-machine learner job (`distributed.run_learner`).
 """
 
+import collections
 import time
 
 from absl import logging
@@ -17,7 +19,9 @@ from scalable_agent import learner as learner_lib
 from scalable_agent import settings as settings_lib
 
 SUMMARY_INTERVAL_S = 30  # The original's save_summaries_secs (learner metrics; episode summaries are written each).
-PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA).
+PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA, episodes and their mean returns).
+RETURN_WINDOW = 100  # The progress line's mean return per level is over this many of the level's latest episodes.
+MAX_INLINE_LEVELS = 3  # With more training levels (dmlab30: 30) the progress line summarises them (`Summaries.report`).
 
 
 # A stop asked by a signal (`request_stop`, called by the launcher's SIGINT / SIGTERM handler): the learner stops
@@ -47,31 +51,72 @@ def clear_stop_request(saves=True):
 
 
 class Summaries:
-  """Episode logging and TensorBoard summaries of the learner (reference impala.md section 10)."""
+  """Episode logging and TensorBoard summaries of the learner (deepmind/scalable_agent experiment.py `train`), and
+  the episode part of the progress line (`report`): the original logged a line per finished episode
+  (`tf.logging.info`); here those lines are at debug level (`--verbosity=1`) and the progress line counts the
+  episodes and gives the mean return of each level's latest `RETURN_WINDOW`."""
 
   def __init__(self, logdir, settings):
     self._writer = tf.summary.create_file_writer(logdir)
     self._settings = settings
     self._dmlab30 = settings.level_name == 'dmlab30'
     self._level_returns = {name: [] for name in settings_lib.training_levels(settings.level_name)}
+    # Per training level, the returns of its latest RETURN_WINDOW episodes (oldest first); episodes counted since
+    # this object was made and since the last `report`.
+    self._recent_returns = {name: collections.deque(maxlen=RETURN_WINDOW) for name in self._level_returns}
+    self.num_episodes = self._episodes_since_report = 0
 
   def episodes(self, episodes, num_environment_frames):
-    """Logs each finished episode; summaries `<level>/episode_return` and `<level>/episode_frames` at the frame
-    counter; for dmlab30, once every level has a return, `dmlab30/training_no_cap` and `dmlab30/training_cap_100`."""
+    """Books the finished episodes: list of (level name, return, agent steps). Logs each at debug level (the
+    original's line); summaries `<level>/episode_return` and `<level>/episode_frames` at the frame counter (int,
+    environment frames); for dmlab30, once every level has a return, `dmlab30/training_no_cap` and
+    `dmlab30/training_cap_100`."""
     with self._writer.as_default():
       for level_name, episode_return, episode_step in episodes:
-        logging.info('Level: %s Episode return: %f', level_name, episode_return)
+        logging.debug('Level: %s Episode return: %f', level_name, episode_return)
         tf.summary.scalar(level_name + '/episode_return', episode_return, step=num_environment_frames)
         tf.summary.scalar(level_name + '/episode_frames', episode_step * self._settings.num_action_repeats,
                           step=num_environment_frames)
         if self._dmlab30:
           self._level_returns[level_name].append(episode_return)
+        self._recent_returns.setdefault(level_name, collections.deque(maxlen=RETURN_WINDOW)).append(
+            float(episode_return))
+      self.num_episodes += len(episodes)
+      self._episodes_since_report += len(episodes)
       if self._dmlab30 and min(map(len, self._level_returns.values())) >= 1:
         no_cap = dmlab30.compute_human_normalized_score(self._level_returns, per_level_cap=None)
         cap_100 = dmlab30.compute_human_normalized_score(self._level_returns, per_level_cap=100)
         tf.summary.scalar('dmlab30/training_no_cap', no_cap, step=num_environment_frames)
         tf.summary.scalar('dmlab30/training_cap_100', cap_100, step=num_environment_frames)
         self._level_returns = {name: [] for name in self._level_returns}
+
+  def report(self):
+    """The episode part of the progress line, and the count since the last call starts again at 0. Examples:
+
+      'episodes 12 (845 since the start); return (last 100) atari/pong -14.30'  (one level: its mean return over
+          its latest RETURN_WINDOW episodes, '(last 37)' while it has fewer)
+      'episodes 0 (0 since the start)'  (no episode finished yet)
+      'episodes 41 (2310 since the start); return (last 100 per level) mean over 30 of 30 levels 18.52,
+          human-normalised 24.1 (capped at 100: 22.8)'  (more than MAX_INLINE_LEVELS levels: the mean of the levels'
+          means; for dmlab30, once every level has an episode, the human-normalised score in percent of those means,
+          uncapped and capped; TensorBoard keeps each level's returns)
+
+    'since the start': since this process started (a resumed run counts again from 0)."""
+    text = f'episodes {self._episodes_since_report} ({self.num_episodes} since the start)'
+    self._episodes_since_report = 0
+    windows = {name: returns for name, returns in self._recent_returns.items() if returns}
+    if not windows:
+      return text
+    if len(self._recent_returns) <= MAX_INLINE_LEVELS:
+      return text + '; return ' + ', '.join(f'(last {len(returns)}) {name} {np.mean(returns):.2f}'
+                                            for name, returns in windows.items())
+    text += (f'; return (last {RETURN_WINDOW} per level) mean over {len(windows)} of {len(self._recent_returns)} '
+             f'levels {np.mean([np.mean(returns) for returns in windows.values()]):.2f}')
+    if self._dmlab30 and len(windows) == len(self._recent_returns):
+      no_cap = dmlab30.compute_human_normalized_score(windows, per_level_cap=None)
+      cap_100 = dmlab30.compute_human_normalized_score(windows, per_level_cap=100)
+      text += f', human-normalised {no_cap:.1f} (capped at 100: {cap_100:.1f})'
+    return text
 
   def metrics(self, metrics, num_environment_frames):
     """Scalar summaries of the learner's metrics (learning_rate, total_loss, ...) at the frame counter."""
@@ -147,11 +192,12 @@ class LearnerProgress:
     if now - self._last_progress_time >= PROGRESS_INTERVAL_S:
       rate = (frames - self._last_progress_frames) / (now - self._last_progress_time)
       logging.info('Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
-                   'learning_rate %.3g, ETA %s.', frames, settings.total_environment_frames,
+                   'learning_rate %.3g, ETA %s; %s.', frames, settings.total_environment_frames,
                    100. * frames / settings.total_environment_frames, rate,
                    (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'],
                    metrics['learning_rate'],
-                   formatting.format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)))
+                   formatting.format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)),
+                   self.summaries.report())
       self._last_progress_time, self._last_progress_frames = now, frames
       self.summaries.flush()
     if now - self._last_checkpoint_time >= self._checkpoint_interval_s:

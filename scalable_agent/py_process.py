@@ -1,10 +1,11 @@
 """Runs a Python object (an environment) in a separate process and calls its methods from this one.
 
 The original ran each DeepMind Lab environment in a forked child so that environments step in parallel, outside the
-learner's GIL, with every method call a `tf.py_func` op. Forking a process that has TensorFlow loaded hangs (reference
-impala.md section 11), so here the child is started with the `spawn` method: a fresh interpreter that imports the
-object's class by its module path and never imports TensorFlow unless that module does. Calls are plain Python calls
-(NumPy in, NumPy out); `PyProcess.tf_proxy` optionally wraps them as `tf.numpy_function` ops, as the original did.
+learner's GIL, with every method call a `tf.py_func` op. Forking a process that has TensorFlow loaded hangs (the
+original's py_process_test.py does under Python 3.6 + TF 1.9: the forked child is stuck in TensorFlow), so here the
+child is started with the `spawn` method: a fresh interpreter that imports the object's class by its module path and
+never imports TensorFlow unless that module does. Calls are plain Python calls (NumPy in, NumPy out);
+`PyProcess.tf_proxy` optionally wraps them as `tf.numpy_function` ops, as the original did.
 
 Protocol over one duplex pipe (one round trip per call):
   child -> parent, once: ('ready', None) after constructing the object, or ('error', (exception, traceback text));

@@ -1,7 +1,8 @@
 """IMPALA's settings: the original flags as one frozen dataclass, their checks, the levels they select, and the
 factories of what they configure (environment constructor, agent, learner).
 
-`experiment.experiment` (the gin configurable, reference impala.md section 2) turns its arguments into `Settings`;
+`experiment.experiment` (the gin configurable; the flags of deepmind/scalable_agent experiment.py L48-90) turns its
+arguments into `Settings`;
 single-machine training, test mode and the multi-machine jobs (`distributed`) all take a `Settings`.
 """
 
@@ -45,7 +46,7 @@ class Settings:
   decay: float = _FLAG_DEFAULTS['decay']
   momentum: float = _FLAG_DEFAULTS['momentum']
   epsilon: float = _FLAG_DEFAULTS['epsilon']
-  # Multi-machine training (issue #8; not flags of the original): scalable_agent/distributed.py.
+  # Multi-machine training (not flags of the original): scalable_agent/distributed.py.
   learner_address: str = _FLAG_DEFAULTS['learner_address']
   reverb_port: int = _FLAG_DEFAULTS['reverb_port']
   connect_timeout_s: float = 60.

@@ -26,7 +26,7 @@ from scalable_agent import environments
 UNROLLS_TABLE = 'unrolls'
 WEIGHTS_TABLE = 'weights'
 RUN_TABLE_PREFIX = 'learner_run_'
-# Items of the unroll queue: 1, as the original's FIFOQueue(1) (docs/impala_distributed.md: policy lag).
+# Items of the unroll queue: 1, as the original's FIFOQueue(1) (docs/impala/distributed.md: policy lag).
 UNROLL_QUEUE_SIZE = 1
 
 POLL_S = 1.  # How often blocking calls look at the connection (and at Ctrl-C).
@@ -80,7 +80,8 @@ def unroll_signature(settings, num_actions, frame_shape):
       episode_step int32 [T + 1]), done bool [T + 1], observation (frame uint8 [T + 1, H, W, C],
       instruction string [T + 1])),
     agent_outputs AgentOutput(action int32 [T + 1], policy_logits float32 [T + 1, num_actions],
-      baseline float32 [T + 1])), T = unroll_length: the original's queue element (reference impala.md section 6).
+      baseline float32 [T + 1])), T = unroll_length: the original's queue element (deepmind/scalable_agent
+      experiment.py L228-309).
   """
   steps = settings.unroll_length + 1
   spec = lambda shape, dtype: tf.TensorSpec([steps] + list(shape), dtype)

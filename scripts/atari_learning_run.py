@@ -1,9 +1,11 @@
-r"""The Atari learning run of issue 19 (the paper's shallow expert on Pong, or Breakout), in the background,
-resumable across sessions, and its learning curve (frames and training wall time) written to docs/.
+r"""The Atari learning run (the paper's shallow expert on Pong, or Breakout), in the background,
+resumable across sessions, and its learning curve (frames and training wall time) written to docs/results/.
 
   python scripts/atari_learning_run.py start  [--game pong] [--logdir runs/impala_atari_pong] [--nice 10]
   python scripts/atari_learning_run.py pause | resume | stop | status   [--game ...] [--logdir ...]
   python scripts/atari_learning_run.py curve  [--game pong] [--target T] [--window 100] [--every 1] [--output NAME]
+  python scripts/atari_learning_run.py curve  --game breakout --from_csv docs/results/impala_atari_breakout_curve.csv \
+      --test_results docs/results/impala_atari_breakout_test_results-*.json
 
 start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `--level_name=atari/GAME` for another
         game than Pong) detached from this terminal, under `nice`, its output appended to LOGDIR.control/train.log
@@ -13,21 +15,24 @@ pause   stops every process of the run (SIGSTOP to its process group; e.g. while
         (SIGCONT); both are logged in LOGDIR.control/pauses.log so that paused time does not count as training time.
 stop    Ctrl-C for the learner (SIGINT): it writes a checkpoint and stops its actors.
 status  running / paused / stopped, frames of the latest checkpoint, the mean return of the last `window`
-        episodes printed to its log.
-curve   reads the run's TensorBoard episode returns and writes docs/impala_atari_GAME_curve.csv (one row per
+        episodes printed to its log (with --verbosity=1; else the last progress line's mean of the last 100).
+curve   reads the run's TensorBoard episode returns and writes docs/results/impala_atari_GAME_curve.csv (one row per
         episode: frames, training hours, return, mean of the last `window` episodes; with --every N only every
         N-th episode's row and the last, the means still over all episodes: games with lives have one episode
         per life, many more rows) and ..._curve.png (or
-        docs/NAME.csv / .png with --output NAME, e.g. for a second run of the same game); prints the
+        docs/results/NAME.csv / .png with --output NAME, e.g. for a second run of the same game); prints the
         frames and training hours at which the windowed mean first reached `target`. Training hours add up the
         sessions (each events file is one) minus the logged pauses. For a score as the paper reports it (whole
         games, up to 30 no-ops, sampled actions) run `python run_eval.py configs/impala_atari.gin --train_dir
         LOGDIR` (plus `--level_name=atari/GAME` for another game than Pong; 30 games; test_results-<frames>.json
         and LOGDIR/test/ in TensorBoard): `curve` prints those results and draws them (green, mean +- s.e.). In
         games with lives a training episode is one life (training ends an episode at a lost life), so only the
-        test results are whole-game scores.
+        test results are whole-game scores. The PNG (`figures.curves`) has a legend, and its title the frames and
+        training hours. With --from_csv the PNG is drawn again from a CSV alone (beside it, or --output NAME), with
+        the test results of --test_results (the run's test_results-<frames>.json files); the episode count is not in
+        the CSV of --every N.
 
-The paper's expert reaches 20.40 on Pong at 200M frames (Table C.1); the target of issue 19 is a windowed mean of
+The paper's expert reaches 20.40 on Pong at 200M frames (Table C.1); the target of this run is a windowed mean of
 +18 from the start's -21.
 """
 
@@ -35,6 +40,7 @@ import argparse
 import csv
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +53,7 @@ sys.path.insert(0, REPO_ROOT)
 
 from launcher import console  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
+from figures.curves import steps_label  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 CONFIG = 'configs/impala_atari.gin'
 
@@ -199,13 +206,14 @@ def training_hours(logdir, pauses_path, points):
   return hours
 
 
-def _test_results(logdir, level_name):
-  """Test-mode evaluations of the run (`run_eval.py` writes LOGDIR/test_results-<frames>[.k].json: whole games with
-  up to 30 no-ops, as the paper reports its scores): [(frames, mean return, standard error, games)] by frames."""
+def _test_results(paths, level_name):
+  """Test-mode evaluations of a run (`run_eval.py` writes LOGDIR/test_results-<frames>[.k].json: whole games with up
+  to 30 no-ops, as the paper reports its scores), from those files: [(frames, mean return, standard error, games)]
+  by frames."""
   import json  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   results = []
-  for path in glob.glob(os.path.join(logdir, 'test_results-*.json')):
+  for path in paths:
     try:
       with open(path) as f:
         data = json.load(f)
@@ -220,8 +228,72 @@ def _test_results(logdir, level_name):
   return sorted(results)
 
 
+def _summary(frames, hours, mean, window, target, episodes=None):
+  """The windowed mean's course: the frames and training hours at which it first reached `target` (None: no target)
+  and its latest value (with the number of episodes, where known)."""
+  i = None if target is None else plot_learning_curve.first_reached(mean, window, target)
+  count = f'{episodes} episodes, ' if episodes is not None else ''
+  latest = f'latest {mean[-1]:.2f} ({count}{frames[-1]:.0f} frames, {hours[-1]:.2f} h)'
+  if target is None:
+    return f'mean of the last {window} episodes: {latest}'
+  if i is not None:
+    return f'mean of the last {window} >= {target:g} at {frames[i]:.0f} frames, {hours[i]:.2f} training hours; {latest}'
+  return f'{target:g} not reached yet; {latest}'
+
+
+def _draw_curve(game, frames, hours, returns, mean, window, target, summary, tests, path,
+                episodes='each training episode'):
+  """The PNG of the curve (`plot_learning_curve.draw`): each training episode's return (`episodes`: their legend
+  entry), their windowed mean, the target and the test-mode results against frames; the title states the frames and
+  training hours."""
+  lives = game != 'pong'  # Pong has no lives; other games' training episodes end at a lost life.
+  notes = [summary] + [f'test mode at {steps_label(t[0])} frames: {t[1]:.2f} ± {t[2]:.2f} (s.e.) over {t[3]} whole '
+                       f'games' for t in tests]
+  return plot_learning_curve.draw(
+      frames, returns, mean, window, target,
+      f'IMPALA, Atari {game}: {steps_label(frames[-1])} frames, {hours[-1]:.2f} training hours', path,
+      markers=[t[:3] for t in tests], notes=notes,
+      episode_label=episodes + (' (one life)' if lives else ''),
+      mean_label=f'mean of the last {window} training episodes', marker_label='test mode: whole games, mean ± s.e.')
+
+
+def _read_curve_csv(path):
+  """(frames, training hours, returns, windowed means, window) of a CSV that `curve` wrote."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  with open(path, newline='') as f:
+    reader = csv.reader(f)
+    header = next(reader, [])
+    rows = [row for row in reader if row]
+  if header[:3] != ['frames', 'training_hours', 'episode_return'] or len(header) != 4 or not (
+      header[3].startswith('mean_last_') and header[3][len('mean_last_'):].isdigit()) or not rows:
+    raise ValueError(f'{path}: not a curve CSV (frames,training_hours,episode_return,mean_last_N and its rows).')
+  data = np.array(rows, np.float64)
+  return data[:, 0], data[:, 1], data[:, 2], data[:, 3], int(header[3][len('mean_last_'):])
+
+
+def _redraw(args):
+  """curve --from_csv: the PNG again from the CSV (and test results) alone."""
+  try:
+    frames, hours, returns, mean, window = _read_curve_csv(args.from_csv)
+  except (OSError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
+  summary = _summary(frames, hours, mean, window, target)
+  print(summary)
+  tests = _test_results(args.test_results, f'atari/{args.game}')
+  output = (os.path.join(REPO_ROOT, 'docs', 'results', args.output) if args.output
+            else os.path.splitext(args.from_csv)[0])
+  _draw_curve(args.game, frames, hours, returns, mean, window, target, summary, tests, output + '.png',
+              episodes='training episodes in the CSV')
+  print(f'wrote {output}.png')
+  return 0
+
+
 def curve(args):
   import numpy as np  # pylint: disable=g-import-not-at-top
+  if args.from_csv:
+    return _redraw(args)
   logdir, _, pauses_path = _paths(args)
   tag = f'atari/{args.game}/episode_return'
   try:
@@ -233,7 +305,7 @@ def curve(args):
   frames = np.array([p[1] for p in points], np.float64)
   returns = np.array([p[2] for p in points], np.float64)
   mean = plot_learning_curve.windowed_mean(returns, args.window)
-  output = os.path.join(REPO_ROOT, 'docs', args.output or f'impala_atari_{args.game}_curve')
+  output = os.path.join(REPO_ROOT, 'docs', 'results', args.output or f'impala_atari_{args.game}_curve')
   with open(output + '.csv', 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
@@ -242,26 +314,12 @@ def curve(args):
     for row in zip(frames[kept], hours[kept], returns[kept], mean[kept]):
       writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
   target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
-  i = None if target is None else plot_learning_curve.first_reached(mean, args.window, target)
-  latest = f'latest {mean[-1]:.2f} ({len(returns)} episodes, {frames[-1]:.0f} frames, {hours[-1]:.2f} h)'
-  if target is None:
-    summary = f'mean of the last {args.window} episodes: {latest}'
-  elif i is not None:
-    summary = (f'mean of the last {args.window} >= {target:g} at {frames[i]:.0f} frames, '
-               f'{hours[i]:.2f} training hours; {latest}')
-  else:
-    summary = f'{target:g} not reached yet; {latest}'
+  summary = _summary(frames, hours, mean, args.window, target, episodes=len(returns))
   print(summary)
-  tests = _test_results(logdir, f'atari/{args.game}')
+  tests = _test_results(sorted(glob.glob(os.path.join(logdir, 'test_results-*.json'))), f'atari/{args.game}')
   for test_frames, test_mean, test_se, games in tests:
     print(f'test mode at {test_frames} frames: mean {test_mean:.2f} +- {test_se:.2f} (s.e.) over {games} whole games')
-  legend = 'blue: mean of the last {window} training episodes; grey: each training episode'
-  if args.game != 'pong':  # Pong has no lives; other games' training episodes end at a lost life.
-    legend += ' (a lost life ends one)'
-  if tests:
-    legend += '; green: test mode, whole games, mean +- s.e.'
-  plot_learning_curve.draw(frames, returns, mean, args.window, target, f'{args.game}: {summary}',
-                           output + '.png', markers=[t[:3] for t in tests], legend=legend)
+  _draw_curve(args.game, frames, hours, returns, mean, args.window, target, summary, tests, output + '.png')
   print(f'wrote {output}.csv and {output}.png')
   return 0
 
@@ -276,9 +334,13 @@ def status(args):
   checkpoints = sorted(glob.glob(os.path.join(logdir, 'model.ckpt-*.index')),
                        key=lambda p: int(p.rsplit('-', 1)[1].split('.')[0]))
   latest = checkpoints[-1].rsplit('-', 1)[1].split('.')[0] if checkpoints else 'none'
-  returns = _logged_returns(os.path.join(os.path.dirname(pid_path), 'train.log'))[-args.window:]
+  log_path = os.path.join(os.path.dirname(pid_path), 'train.log')
+  returns = _logged_returns(log_path)[-args.window:]
   mean = (f'; mean return of the last {len(returns)} episodes {sum(returns) / len(returns):.2f}' if returns
           else '; no episode finished yet')
+  progress = _progress_line_return(log_path)
+  if progress:
+    mean = f'; mean return of the last {progress[0]} episodes {progress[1]:.2f} (the last progress line)'
   print(f'{logdir}: {state}' + (f' (pid {pid})' if pid else '') + f'; latest checkpoint at {latest} frames' + mean)
   return 0
 
@@ -295,6 +357,21 @@ def _logged_returns(log_path):
           except ValueError:
             pass
   return returns
+
+
+def _progress_line_return(log_path):
+  """(episodes, mean return) of the log's last progress line with '; return (last N) LEVEL MEAN', or None when
+  there is none after the last episode line (those are printed with --verbosity=1 only, or by older versions)."""
+  found = None
+  if os.path.exists(log_path):
+    with open(log_path, errors='replace') as f:
+      for line in f:
+        match = re.search(r'; return \(last (\d+)\) \S+ (-?\d+\.\d+)', line)
+        if match:
+          found = int(match.group(1)), float(match.group(2))
+        elif 'Episode return:' in line:
+          found = None
+  return found
 
 
 def _positive_int(text):
@@ -314,8 +391,12 @@ def main(argv=None):
   parser.add_argument('--window', type=int, default=100, help='curve and status: episodes in the moving mean')
   parser.add_argument('--every', type=_positive_int, default=1,
                       help='curve: one CSV row per N episodes (and the last); the PNG and the means use them all')
-  parser.add_argument('--output', default=None, help='curve: file name in docs/, without .csv / .png (default '
-                      'impala_atari_GAME_curve)')
+  parser.add_argument('--output', default=None, help='curve: file name in docs/results/, without .csv / .png (default '
+                      'impala_atari_GAME_curve; with --from_csv: the CSV\'s name)')
+  parser.add_argument('--from_csv', default=None, metavar='CSV',
+                      help='curve: draw the PNG again from a CSV that `curve` wrote (no run directory needed)')
+  parser.add_argument('--test_results', nargs='+', default=[], metavar='JSON',
+                      help='curve --from_csv: test_results-<frames>.json files of the run, drawn beside it')
   args = parser.parse_args(argv)
   if args.command == 'pause':
     return _signal_group(args, signal.SIGSTOP, 'pause')

@@ -5,7 +5,7 @@ Usage:
   python scripts/hiro_checkpoints.py export SRC OUT                                 # every entry copied as it is
   python scripts/hiro_checkpoints.py list SRC                                       # names, shapes, what it is
 
-The library under it is `uvf/checkpoints.py` (docs/hiro_checkpoints.md). Exit status 0, or 2 with one line `error:
+The library under it is `uvf/checkpoints.py` (docs/hiro/checkpoints.md). Exit status 0, or 2 with one line `error:
 ...` on stderr (not a checkpoint, a checkpoint of another configuration, a bad gin file or binding).
 """
 

@@ -1,8 +1,9 @@
 r"""Learning check of a HIRO run: is the low level learning to reach goals, and the meta level the task targets?
 
 Usage:
-  python scripts/hiro_learning_check.py --train_dir /tmp/hiro_learning_check --output docs/hiro_learning_curve.png \
-      [--eval_dir /tmp/hiro_learning_check/eval] [--bin_steps 25000] [--random_final_distance 13.6]
+  python scripts/hiro_learning_check.py --train_dir /tmp/hiro_learning_check \
+      --output docs/results/hiro_learning_curve.png [--eval_dir /tmp/hiro_learning_check/eval] [--bin_steps 25000] \
+      [--random_final_distance 13.6]
 
 Reads the run's latest full checkpoint and its TensorBoard events, prints a table per `bin_steps` of environment
 steps and draws a PNG of three panels against environment steps:
@@ -17,7 +18,7 @@ steps and draws a PNG of three panels against environment steps:
    of each training episode, mean over the last 100 episodes), with the random policy's value (a random policy
    hardly moves: about 13.6 for AntMaze's targets, uniform on [-4, 20]^2, from the start at the origin).
 4. With `--eval_dir` (a `run_eval.py` output directory), the success rate of each evaluation goal against the
-   policy checkpoint's step (random policy: 0 at every AntMaze goal, docs/environments.md).
+   policy checkpoint's step (random policy: 0 at every AntMaze goal, docs/hiro/environments.md).
 
 Both buffers store float32 observations whose first two dimensions are the ant's (x, y) (hiro_orig and hiro_xy
 goals are relative: the low-level goal of a meta transition is g_t, to be reached at s_t + g_t).
@@ -28,14 +29,13 @@ import os
 import sys
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from figures import curves as charts  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-WIDTH, PANEL_HEIGHT = 900, 260
-LEFT, RIGHT, TOP, BOTTOM = 80, 30, 40, 45
 _META_KEY = 'meta_replay_buffer/_tensors/{}/.ATTRIBUTES/VARIABLE_VALUE'
 _META_ADDS = 'meta_replay_buffer/_num_adds/.ATTRIBUTES/VARIABLE_VALUE'
 
@@ -86,32 +86,6 @@ def binned(x, values, width):
   return np.array(starts, np.float64), np.array(means)
 
 
-def draw_panel(d, font, top, xs, ys, baseline, title, ylabel, max_x, baseline_label):
-  """One panel: line (xs, ys) in blue, the dashed red baseline."""
-  x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, top + PANEL_HEIGHT - BOTTOM, top + TOP
-  low, high = min(np.min(ys), baseline), max(np.max(ys), baseline)
-  high = high if high > low else low + 1.
-  low, high = low - .08 * (high - low), high + .08 * (high - low)
-  sx = lambda s: x0 + (x1 - x0) * s / max_x
-  sy = lambda v: y0 - (y0 - y1) * (v - low) / (high - low)
-  d.rectangle([x0, y1, x1, y0], outline='black')
-  for i in range(6):
-    s, v = max_x * i / 5, low + (high - low) * i / 5
-    d.line([sx(s), y0, sx(s), y0 + 5], fill='black')
-    d.text((sx(s) - 15, y0 + 8), f'{s / 1000:.0f}k', fill='black', font=font)
-    d.line([x0 - 5, sy(v), x0, sy(v)], fill='black')
-    d.text((x0 - 50, sy(v) - 6), f'{v:.3g}', fill='black', font=font)
-  d.text((10, y1 - 25), title, fill='black', font=font)
-  d.text((x0 + 5, y1 + 5), ylabel, fill='black', font=font)
-  y = sy(baseline)
-  for x in range(x0, x1, 12):
-    d.line([x, y, min(x + 6, x1), y], fill='red', width=2)
-  d.text((x1 - 260, y - 15), baseline_label, fill='red', font=font)
-  d.line([(sx(s), sy(v)) for s, v in zip(xs, ys)], fill='blue', width=3)
-  for s, v in zip(xs, ys):
-    d.ellipse([sx(s) - 3, sy(v) - 3, sx(s) + 3, sy(v) + 3], fill='blue')
-
-
 def read_eval_results(eval_dir):
   """{mode: (goal, [(step, success rate)] sorted by step)} from `<eval_dir>/results.json` (run_eval.py)."""
   import json  # pylint: disable=g-import-not-at-top
@@ -123,31 +97,43 @@ def read_eval_results(eval_dir):
   return {mode: (goal, sorted(points.items())) for mode, (goal, points) in sorted(curves.items())}
 
 
-_COLORS = ('blue', 'green', 'purple', 'orange', 'brown')
+def figure_panels(train_dir, bin_steps, curves_xy, base_progress, random_final_distance, eval_curves):
+  """The chart's `charts.Panel`s: low-level progress and cosine, meta-level final distance, and with evaluation
+  results the success rate per goal.
 
-
-def draw_success_panel(d, font, top, curves, max_x):
-  """Success rate per evaluation mode against the checkpoint step, in [0, 1]."""
-  x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, top + PANEL_HEIGHT - BOTTOM, top + TOP
-  sx = lambda s: x0 + (x1 - x0) * s / max_x
-  sy = lambda v: y0 - (y0 - y1) * (v + .05) / 1.1
-  d.rectangle([x0, y1, x1, y0], outline='black')
-  for i in range(6):
-    s, v = max_x * i / 5, i / 5
-    d.line([sx(s), y0, sx(s), y0 + 5], fill='black')
-    d.text((sx(s) - 15, y0 + 8), f'{s / 1000:.0f}k', fill='black', font=font)
-    d.line([x0 - 5, sy(v), x0, sy(v)], fill='black')
-    d.text((x0 - 50, sy(v) - 6), f'{v:.1f}', fill='black', font=font)
-  d.text((10, y1 - 25), 'evaluation (run_eval.py): success rate, 50 deterministic episodes per goal; random '
-         'policy: 0', fill='black', font=font)
-  for k, (mode, (goal, points)) in enumerate(curves.items()):
-    color = _COLORS[k % len(_COLORS)]
-    xy = [(sx(step), sy(rate)) for step, rate in points]
-    if len(xy) > 1:
-      d.line(xy, fill=color, width=3)
-    for x, y in xy:
-      d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=color)
-    d.text((x0 + 10 + 150 * k, y1 + 5), f'{mode} {tuple(goal)}', fill=color, font=font)
+  Args:
+    train_dir: the run (its name titles the first panel).
+    bin_steps: environment steps per bin.
+    curves_xy: {'progress', 'cosine', 'distance'}: (bin centres in steps, means).
+    base_progress: the untrained policies' mean progress (maze units per meta period).
+    random_final_distance: the random policy's final distance (maze units).
+    eval_curves: `read_eval_results`' {mode: (goal, [(step, success rate)])}, or {}.
+  """
+  name = os.path.basename(os.path.normpath(train_dir))
+  panels = [
+      charts.Panel(f'{name}: low level, progress towards the goal per meta period (maze units), mean per '
+                    f'{bin_steps // 1000}k steps', 'progress',
+                    [charts.Series(*curves_xy['progress'], label='progress', color='tab:blue', linewidth=2,
+                                    marker='o')],
+                    hlines=[charts.HLine(base_progress, f'untrained policies: {base_progress:+.3f}')]),
+      charts.Panel('low level, cosine between the displacement and the goal direction', 'cosine',
+                    [charts.Series(*curves_xy['cosine'], label='cosine', color='tab:blue', linewidth=2,
+                                    marker='o')],
+                    hlines=[charts.HLine(0.0, 'a goal-blind policy: 0')]),
+      charts.Panel('meta level, final (x, y) distance to the training target (avg_episode_final_distance)',
+                    'distance', [charts.Series(*curves_xy['distance'], label='final distance', color='tab:blue',
+                                                linewidth=2, marker='o')],
+                    hlines=[charts.HLine(random_final_distance, f'random policy: {random_final_distance:g}')]),
+  ]
+  if eval_curves:
+    panels.append(charts.Panel(
+        'evaluation (run_eval.py): success rate, 50 deterministic episodes per goal; random policy: 0',
+        'success rate',
+        [charts.Series([step for step, _ in points], [rate for _, rate in points], label=f'{mode} {tuple(goal)}',
+                        color=charts.PALETTE[k % len(charts.PALETTE)], linewidth=2, marker='o')
+         for k, (mode, (goal, points)) in enumerate(eval_curves.items())],
+        ylim=(-0.05, 1.05)))
+  return panels
 
 
 def main(argv=None):
@@ -193,27 +179,16 @@ def main(argv=None):
 
   curves = read_eval_results(args.eval_dir) if args.eval_dir else {}
   for mode, (goal, points) in curves.items():
-    print(f'evaluation {mode} {goal}: success ' + ', '.join(f'{rate:.2f} at {step / 1000:.0f}k' for step, rate in points))
-  panels = 4 if curves else 3
-  image = Image.new('RGB', (WIDTH, panels * PANEL_HEIGHT + 20), 'white')
-  d = ImageDraw.Draw(image)
-  font = ImageFont.load_default()
+    print(f'evaluation {mode} {goal}: success '
+          + ', '.join(f'{rate:.2f} at {step / 1000:.0f}k' for step, rate in points))
   max_x = float(step)
-  centers = xs + args.bin_steps / 2
-  draw_panel(d, font, 10, np.minimum(centers, max_x), p_means, base_progress,
-             f'{os.path.basename(os.path.normpath(args.train_dir))}: low level, progress towards the goal per meta '
-             f'period (maze units), mean per {args.bin_steps // 1000}k steps', 'progress', max_x,
-             f'untrained policies: {base_progress:+.3f}')
-  draw_panel(d, font, 10 + PANEL_HEIGHT, np.minimum(centers, max_x), c_means, 0.0,
-             'low level, cosine between the displacement and the goal direction', 'cosine', max_x,
-             'a goal-blind policy: 0')
-  draw_panel(d, font, 10 + 2 * PANEL_HEIGHT, np.minimum(d_x + args.bin_steps / 2, max_x), d_means,
-             args.random_final_distance, 'meta level, final (x, y) distance to the training target '
-             '(avg_episode_final_distance)', 'distance', max_x, f'random policy: {args.random_final_distance:g}')
-  if curves:
-    draw_success_panel(d, font, 10 + 3 * PANEL_HEIGHT, curves, max(max_x, max(p[-1][0] for _, p in curves.values())))
-  d.text((WIDTH // 2 - 60, panels * PANEL_HEIGHT), 'environment steps', fill='black', font=font)
-  image.save(args.output)
+  centers = np.minimum(xs + args.bin_steps / 2, max_x)
+  curves_xy = {'progress': (centers, p_means), 'cosine': (centers, c_means),
+               'distance': (np.minimum(d_x + args.bin_steps / 2, max_x), d_means)}
+  charts.draw(args.output, figure_panels(args.train_dir, args.bin_steps, curves_xy, base_progress,
+                                          args.random_final_distance, curves),
+               f'HIRO learning check: {os.path.basename(os.path.normpath(args.train_dir))}, {step:,} steps',
+               'environment steps', width=900)
   print(f'wrote {args.output}')
   return 0
 

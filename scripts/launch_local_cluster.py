@@ -9,7 +9,7 @@ It prints the commands and runs them:
   python run_train.py CONFIG --job_name=actor --task=i --num_actors=N --learner_address=localhost:PORT ...
 
 On several machines, run the first on the learner's host and the others on any hosts, with the learner's host name
-in --learner_address (README.md, "Multi-machine IMPALA"; docs/impala_distributed.md). Each process's output lines
+in --learner_address (docs/impala/distributed.md). Each process's output lines
 are prefixed with its name. Ctrl-C is forwarded to every process (the learner writes a checkpoint); processes still
 running 60 s later are killed. When the learner finishes, the actors exit by themselves. The exit status is the
 learner's.

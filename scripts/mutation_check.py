@@ -47,30 +47,34 @@ CONTEXT = 'tests/uvf/test_context.py'
 COLLECT = 'tests/uvf/test_collect.py'
 TRAIN = 'uvf/train_step.py'  # the compiled training step (HiroTrainer): the updates' inputs
 TD3 = 'uvf/agents/ddpg_agent.py'
+TD3_UPDATE = 'uvf/agents/td3_update.py'
 OPC = 'uvf/off_policy_correction.py'
 
 MUTATIONS = [
     # The meta-level update (uvf/train_step.py): relabelling, rewards, discounts, merged states.
     Mutation('meta_relabelling_skipped', TRAIN,
-             'goals = self.relabeler(states, next_states, goals, low_states, low_actions, self._low_actor)',
-             'goals = tf.identity(goals)', [META_BATCH, TF1_META]),
-    Mutation('meta_reward_negated', TRAIN, '    rewards = rewards * self._reward_scale_factor\n',
-             '    rewards = -rewards * self._reward_scale_factor\n', [META_BATCH, TF1_META]),
-    Mutation('meta_reward_scale_dropped', TRAIN, '    rewards = rewards * self._reward_scale_factor\n',
-             '    rewards = rewards * 1.0\n', [META_BATCH, TF1_META]),
-    Mutation('meta_gamma_dropped', TRAIN, '[contexts], self._meta_gamma)', '[contexts], 1.0)',
+             'goals = self.relabeler(batch.states, batch.next_states, batch.goals, batch.low_states, '
+             'batch.low_actions,\n                           self._low_actor, '
+             'candidate_actor_fn=self._low_actor_candidates)',
+             'goals = tf.identity(batch.goals)', [META_BATCH, TF1_META]),
+    Mutation('meta_reward_negated', TRAIN, '    rewards = batch.rewards * self._reward_scale_factor\n',
+             '    rewards = -batch.rewards * self._reward_scale_factor\n', [META_BATCH, TF1_META]),
+    Mutation('meta_reward_scale_dropped', TRAIN, '    rewards = batch.rewards * self._reward_scale_factor\n',
+             '    rewards = batch.rewards * 1.0\n', [META_BATCH, TF1_META]),
+    Mutation('meta_gamma_dropped', TRAIN, '[batch.contexts], self._meta_gamma)', '[batch.contexts], 1.0)',
              [META_BATCH, TF1_META]),
-    Mutation('meta_gamma_is_gamma', TRAIN, '[contexts], self._meta_gamma)', '[contexts], self._gamma)',
+    Mutation('meta_gamma_is_gamma', TRAIN, '[batch.contexts], self._meta_gamma)',
+             '[batch.contexts], self._gamma)',
              [META_BATCH, TF1_META]),
-    Mutation('meta_next_state_with_old_target', TRAIN, 'merged_states(next_states, [next_contexts])',
-             'merged_states(next_states, [contexts])', [META_BATCH, TF1_META]),
+    Mutation('meta_next_state_with_old_target', TRAIN, 'merged_states(batch.next_states, [batch.next_contexts])',
+             'merged_states(batch.next_states, [batch.contexts])', [META_BATCH, TF1_META]),
     # The low-level update (uvf/train_step.py).
-    Mutation('low_gamma_dropped', TRAIN, '[goals], self._gamma)', '[goals], 1.0)', [LOW_BATCH, TF1_LOW]),
-    Mutation('low_trains_on_stored_reward', TRAIN, '[goals]), actions, context_rewards, discounts,',
-             '[goals]), actions, rewards, discounts,', [LOW_BATCH, TF1_LOW]),
-    Mutation('low_next_state_with_old_goal', TRAIN, 'merged_states(next_states, [next_goals])',
-             'merged_states(next_states, [goals])', [LOW_BATCH, TF1_LOW]),
-    # TD3 (uvf/agents/ddpg_agent.py).
+    Mutation('low_gamma_dropped', TRAIN, '[batch.goals], self._gamma)', '[batch.goals], 1.0)', [LOW_BATCH, TF1_LOW]),
+    Mutation('low_trains_on_stored_reward', TRAIN, '[batch.goals]), batch.actions, context_rewards, discounts,',
+             '[batch.goals]), batch.actions, batch.rewards, discounts,', [LOW_BATCH, TF1_LOW]),
+    Mutation('low_next_state_with_old_goal', TRAIN, 'merged_states(batch.next_states, [batch.next_goals])',
+             'merged_states(batch.next_states, [batch.goals])', [LOW_BATCH, TF1_LOW]),
+    # TD3 (uvf/agents/ddpg_agent.py, uvf/agents/td3_update.py).
     Mutation('td3_twin_max', TD3, 'return tf.minimum(q1, q2)', 'return tf.maximum(q1, q2)', [DDPG]),
     Mutation('td3_target_discount_dropped', TD3, 'td_targets = target_q_values * discounts + rewards',
              'td_targets = target_q_values + rewards', [DDPG]),
@@ -84,13 +88,13 @@ MUTATIONS = [
              [DDPG]),
     Mutation('td3_soft_update_swapped', TD3, 'target.assign((1.0 - tau) * target + tau * source)',
              'target.assign((1.0 - tau) * source + tau * target)', [DDPG]),
-    Mutation('td3_no_zero_gradient_actor_step', TD3,
+    Mutation('td3_no_zero_gradient_actor_step', TD3_UPDATE,
              '    else:\n      self._actor_optimizer.apply_gradients(zip(actor_grads, self._actor_vars))',
              '    elif actor_on:\n      self._actor_optimizer.apply_gradients(zip(actor_grads, self._actor_vars))',
              [DDPG, TF1_LOW]),
-    Mutation('td3_targets_every_call', TD3, 'if self._target_counter % self._period == 0:',
+    Mutation('td3_targets_every_call', TD3_UPDATE, 'if self._target_counter % self._period == 0:',
              'if self._target_counter % 1 == 0:', [DDPG, TF1_LOW]),
-    Mutation('td3_actor_on_odd_calls', TD3, 'actor_on = tf.equal(self._num_updates % self._period, 0)',
+    Mutation('td3_actor_on_odd_calls', TD3_UPDATE, 'actor_on = tf.equal(self._num_updates % self._period, 0)',
              'actor_on = tf.equal(self._num_updates % self._period, 1)', [DDPG, TF1_LOW]),
     # Exploration and the meta regulariser (uvf/agent.py).
     Mutation('low_noise_clip_removed', 'uvf/agent.py',

@@ -1,12 +1,14 @@
-r"""Learning curve of an IMPALA run, from its TensorBoard events, as a PNG (Pillow; matplotlib is not in the stack).
+r"""Learning curve of an IMPALA run, from its TensorBoard events, as a PNG (`figures.curves`, matplotlib).
 
 Usage:
-  python scripts/plot_learning_curve.py --logdir /tmp/impala_builtin_run --output docs/impala_builtin_curve.png \
-      [--tag builtin/find_object/episode_return] [--window 200] [--threshold 0.9]
+  python scripts/plot_learning_curve.py --logdir /tmp/impala_builtin_run \
+      --output docs/results/impala_builtin_curve.png [--tag builtin/find_object/episode_return] [--window 200] \
+      [--threshold 0.9]
 
 Plots every episode return (grey dots) and the mean over the last `window` episodes (blue) against environment
-frames, with the threshold (red, dashed). Prints the frames and minutes (wall time since the events file was created,
-i.e. since training started) at which the windowed mean first reaches the threshold, and the final windowed mean.
+frames, with the threshold (red, dashed) and a legend. Prints the frames and minutes (wall time since the events file
+was created, i.e. since training started) at which the windowed mean first reaches the threshold, and the final
+windowed mean (also under the chart's title).
 """
 
 import argparse
@@ -15,10 +17,10 @@ import os
 import sys
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
 
-WIDTH, HEIGHT = 900, 520
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 80, 30, 50, 70
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from figures import curves  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def read_scalars(logdir, tag):
@@ -55,52 +57,28 @@ def first_reached(mean, window, threshold):
   return int(reached[0]) if len(reached) else None
 
 
-def draw(steps, values, mean, window, threshold, title, output, markers=(),
-         legend='blue: mean of the last {window} episodes; grey: each episode'):
-  """Writes the PNG: points (steps, values), line (steps, mean), horizontal threshold, and `markers`: (step,
-  mean, standard error) triples drawn as green squares with +- 1 s.e. bars (e.g. test-mode evaluations)."""
-  image = Image.new('RGB', (WIDTH, HEIGHT), 'white')
-  d = ImageDraw.Draw(image)
-  font = ImageFont.load_default()
-  x0, x1 = MARGIN_LEFT, WIDTH - MARGIN_RIGHT
-  y0, y1 = HEIGHT - MARGIN_BOTTOM, MARGIN_TOP
-  marker_low = [m - e for _, m, e in markers] or [np.inf]
-  marker_high = [m + e for _, m, e in markers] or [-np.inf]
-  low = min(np.min(values), threshold if threshold is not None else np.inf, 0., min(marker_low))
-  high = max(np.max(values), threshold if threshold is not None else -np.inf, max(marker_high))
-  high = high if high > low else low + 1.
-  low, high = low - .05 * (high - low), high + .05 * (high - low)  # Room for the points at the extremes.
-  max_step = max(float(steps[-1]), 1., *[float(s) for s, _, _ in markers])
-  sx = lambda s: x0 + (x1 - x0) * s / max_step
-  sy = lambda v: y0 - (y0 - y1) * (v - low) / (high - low)
-  d.rectangle([x0, y1, x1, y0], outline='black')
-  for i in range(6):  # Ticks.
-    s, v = max_step * i / 5, low + (high - low) * i / 5
-    d.line([sx(s), y0, sx(s), y0 + 5], fill='black')
-    d.text((sx(s) - 20, y0 + 8), f'{s / 1000:.0f}k', fill='black', font=font)
-    d.line([x0 - 5, sy(v), x0, sy(v)], fill='black')
-    d.text((x0 - 45, sy(v) - 6), f'{v:.2f}', fill='black', font=font)
-  d.text(((x0 + x1) // 2 - 80, HEIGHT - 30), 'environment frames', fill='black', font=font)
-  d.text((5, y1 - 18), 'episode return', fill='black', font=font)
-  d.text((10, MARGIN_TOP - 35), title, fill='black', font=font)
-  rng = np.random.default_rng(0)
-  jitter = rng.uniform(-.02, .02, len(values)) * (high - low)  # Returns are few distinct values: spread them.
-  for s, v, j in zip(steps, values, jitter):
-    x, y = sx(s), sy(v) + j
-    d.point((x, y), fill=(170, 170, 170))
-  if threshold is not None:
-    y = sy(threshold)
-    for x in range(x0, x1, 12):
-      d.line([x, y, min(x + 6, x1), y], fill='red', width=2)
-    d.text((x1 - 120, y - 16), f'threshold {threshold:g}', fill='red', font=font)
+def draw(steps, values, mean, window, threshold, title, output, markers=(), notes=(), episode_label='each episode',
+         mean_label=None, marker_label='test mode: mean ± s.e.', xlabel='environment frames', ylabel='episode return'):
+  """Writes the PNG (`figures.curves`): the episodes' values (grey points) and the mean over the last `window`
+  episodes (blue line, full windows only) against `steps`, the threshold (dashed red; None: none) and `markers`:
+  (step, mean, standard error) triples drawn as green squares with +- 1 s.e. bars (e.g. test-mode evaluations).
+
+  Returns:
+    `figures.curves.draw`'s description of the chart (also stored in the PNG).
+  """
+  steps, values, mean = (np.asarray(a, np.float64) for a in (steps, values, mean))
   full = slice(min(window, len(mean)) - 1, None)  # The mean over full windows only.
-  d.line([(sx(s), sy(m)) for s, m in zip(steps[full], mean[full])], fill='blue', width=3)
-  for s, m, e in markers:
-    x = sx(s)
-    d.line([x, sy(m - e), x, sy(m + e)], fill=(0, 140, 0), width=2)
-    d.rectangle([x - 4, sy(m) - 4, x + 4, sy(m) + 4], fill=(0, 160, 0), outline='black')
-  d.text((x0 + 10, y1 + 8), legend.format(window=window), fill='black', font=font)
-  image.save(output)
+  series = [curves.Series(steps, values, episode_label, color='0.55', linewidth=0, marker='.', markersize=2.5,
+                          alpha=0.35, zorder=1),
+            curves.Series(steps[full], mean[full], mean_label or f'mean of the last {window} episodes',
+                          color=curves.MEAN, linewidth=2)]
+  if markers:
+    series.append(curves.Series([s for s, _, _ in markers], [m for _, m, _ in markers], marker_label,
+                                color='tab:green', linewidth=0, marker='s', markersize=6, edgecolor='black',
+                                yerr=[e for _, _, e in markers], zorder=4))
+  hlines = [curves.HLine(threshold, f'target {threshold:g}', curves.PAPER)] if threshold is not None else []
+  return curves.draw(output, [curves.Panel('', ylabel, series, hlines)], title, xlabel, notes=notes,
+                     panel_height=420)
 
 
 def main(argv=None):
@@ -124,7 +102,8 @@ def main(argv=None):
     summary = f'threshold {args.threshold:g} not reached'
   summary += f'; final mean {mean[-1]:.3f} ({len(values)} episodes, {steps[-1]:.0f} frames, {wall[-1] / 60:.1f} min)'
   print(summary)
-  draw(steps, values, mean, args.window, args.threshold, f'{args.tag}: {summary}', args.output)
+  draw(steps, values, mean, args.window, args.threshold,
+       f'{args.tag}: {len(values)} episodes, {curves.steps_label(steps[-1])} frames', args.output, notes=[summary])
   print(f'wrote {args.output}')
   return 0
 

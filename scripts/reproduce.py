@@ -4,7 +4,7 @@
   python scripts/reproduce.py configs/ant_maze.gin --seeds 10 --steps 10000000 --root ... --status
 
 The command line of the reproduction kit, the package `reproduction/` (`reproduction.cli`; every flag: --help;
-docs/reproduction.md).
+docs/hiro/reproduction.md).
 """
 
 import os

@@ -1,11 +1,12 @@
 """Random-policy baseline on the maze tasks (original: efficient-hrl run_env.py).
 
-For each task and each of its evaluation goals (the EVAL_MODES of the task's gin file, hiro.md section 5.6), runs
-episodes of `--episode_length` (500) steps with actions drawn uniformly from the action spec, and counts an episode
-as a success if the distance between the goal and the goal dimensions of the final observation is < 5 (x, y; x, y, z
-for AntFall; the block's x, y for the Block tasks), as the original's run_env.py success function and eval.
+For each task and each of its evaluation goals (the EVAL_MODES of the task's gin file, as in the original's
+research/efficient-hrl/context/configs/<env>.gin), runs episodes of `--episode_length` (500) steps with actions drawn
+uniformly from the action spec, and counts an episode as a success if the distance between the goal and the goal
+dimensions of the final observation is < 5 (x, y; x, y, z for AntFall; the block's x, y for the Block tasks), as the
+original's run_env.py success function and eval.
 
-Prints a Markdown table (success rate, mean and minimum final distance) for docs/environments.md.
+Prints a Markdown table (success rate, mean and minimum final distance) for docs/hiro/environments.md.
 
 Usage: python scripts/run_env.py [--tasks AntMaze,AntPush,...] [--episodes_per_goal 20] [--seed 0]
 """

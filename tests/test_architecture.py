@@ -1,12 +1,12 @@
-"""The import rules of docs/architecture.md, read from the source with `ast` (nothing is imported).
+"""The import rules of docs/design/architecture.md, read from the source with `ast` (nothing is imported).
 
-Every module of the five packages is parsed; every import in it counts, at any depth (inside functions, classes,
+Every module of the six packages is parsed; every import in it counts, at any depth (inside functions, classes,
 `try` and `if` blocks), with relative imports resolved against the module's package. The rules:
   * no import cycle among the modules of each package;
-  * each package imports only the project packages below it (`ALLOWED`): `rundir` nothing of the project; `uvf` and
-    `scalable_agent` only `rundir` (never each other); `launcher` the run-directory library and the two systems;
-    the reproduction kit `rundir`, `launcher` and `uvf`; nothing imports the entry scripts (`run_train`, `run_eval`)
-    or `scripts/`;
+  * each package imports only the project packages below it (`ALLOWED`): `rundir` and `figures` (the charts)
+    nothing of the project; `uvf` and `scalable_agent` only `rundir` (never each other, nor `figures`); `launcher`
+    the run-directory library and the two systems; the reproduction kit `rundir`, `figures`, `launcher` and `uvf`;
+    nothing imports the entry scripts (`run_train`, `run_eval`) or `scripts/`;
   * no source file of the project (tests aside) is longer than `MAX_LINES`.
 The walker is checked itself on a small package written here (a cycle through a function-level relative import).
 """
@@ -21,15 +21,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # What each project package may import of the others (the layers, bottom up).
 ALLOWED = {
     'rundir': set(),
+    'figures': set(),
     'uvf': {'rundir'},
     'scalable_agent': {'rundir'},
     'launcher': {'rundir', 'uvf', 'scalable_agent'},
-    'reproduction': {'rundir', 'launcher', 'uvf'},
+    'reproduction': {'rundir', 'figures', 'launcher', 'uvf'},
 }
 PACKAGES = tuple(ALLOWED)
 ENTRY_MODULES = ('run_train', 'run_eval', 'scripts', 'benchmarks', 'console')  # `console` lives in `launcher` now
 PROJECT_NAMES = set(PACKAGES) | set(ENTRY_MODULES)
 MAX_LINES = 520  # "about 500": the longest file may not grow past this
+MIN_MODULES = {'figures': 2}  # the modules each package has at least (5 unless named), so that a renamed one is seen
 
 
 def module_files(root, package):
@@ -148,7 +150,7 @@ def test_the_walker_finds_a_cycle_through_a_function_level_relative_import(tmp_p
 @pytest.mark.parametrize('package', PACKAGES)
 def test_no_import_cycle(package):
   graph, _ = import_graph(REPO_ROOT, package)
-  assert len(graph) >= 5, f'{package}: only {sorted(graph)} found'
+  assert len(graph) >= MIN_MODULES.get(package, 5), f'{package}: only {sorted(graph)} found'
   cycles = find_cycles(graph)
   details = ['; '.join(f'{m} imports {sorted(graph[m] & set(c))}' for m in c) for c in cycles]
   assert not cycles, f'import cycles in {package}/:\n' + '\n'.join(details)
@@ -172,7 +174,7 @@ def test_the_layers_have_no_cycle():
     order += ready
     for p in ready:
       del remaining[p]
-  assert order[0] == 'rundir' and order[-1] == 'reproduction'
+  assert set(order[:2]) == {'figures', 'rundir'} and order[-1] == 'reproduction'
 
 
 def test_no_source_file_is_longer_than_the_limit():

@@ -33,6 +33,22 @@ def test_status_of_a_stopped_run(tmp_path):
   assert _status(logdir, '--window', '2').endswith('mean return of the last 2 episodes 4.00')
 
 
+def test_status_reads_the_progress_line_after_the_last_episode_line(tmp_path):
+  # Episode lines (an older version, or --verbosity=1) then a session whose progress lines carry the mean return.
+  logdir = tmp_path / 'pong'
+  control = tmp_path / 'pong.control'
+  control.mkdir()
+  line = ('Frames {} / 200000000 (0.0%), 2516 frames/s (2400 since the start), total_loss 12.3, learning_rate '
+          '0.0006, ETA 22h05m; episodes 3 (40 since the start); return (last {}) atari/pong {}.\n')
+  (control / 'train.log').write_text('Level: atari/pong Episode return: -21.000000\n' + line.format(640, 40, '-20.45') +
+                                     line.format(1280, 100, '-19.50'))
+  assert _status(logdir) == (f'{logdir}: stopped; latest checkpoint at none frames; mean return of the last 100 '
+                             'episodes -19.50 (the last progress line)')
+  with open(control / 'train.log', 'a') as f:  # --verbosity=1: the episode lines come after the progress line
+    f.write('Level: atari/pong Episode return: 3.000000\n')
+  assert _status(logdir).endswith('mean return of the last 2 episodes -9.00')
+
+
 def test_status_of_a_run_that_has_not_started(tmp_path):
   assert _status(tmp_path / 'new') == f'{tmp_path / "new"}: no run there yet (`start` begins one).'
   assert sorted(os.listdir(tmp_path)) == []  # Asking writes nothing (no `new.control/`).
@@ -58,6 +74,7 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from PIL import Image  # pylint: disable=g-import-not-at-top
+  import figures.curves  # pylint: disable=g-import-not-at-top
   logdir = tmp_path / 'breakout'
   writer = tf.summary.create_file_writer(str(logdir))
   episodes = [(1000, 0.), (2000, 2.), (3000, 1.), (4000, 5.)]  # (frames, return of one life)
@@ -92,10 +109,35 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
                         capture_output=True, text=True, timeout=300)
   assert zero.returncode == 2 and '--every: expected a whole number >= 1' in zero.stderr
   assert 'Traceback' not in zero.stderr
-  image = np.asarray(Image.open(tmp_path / 'curve.png').convert('RGB'))
-  green = np.all(image == (0, 160, 0), axis=-1)
-  assert green.any()  # The test-mode marker, at the right edge (4000 frames is the last step).
-  assert np.nonzero(green)[1].min() > image.shape[1] * 0.9
+  # The PNG: a valid image, and what it shows (`figures.curves` stores it there): the 4 episodes, their mean over
+  # full windows of 2 (1, 1.5, 3 from the second episode on), the target 3 and the test-mode result 13.5 at 4000.
+  with Image.open(tmp_path / 'curve.png') as image:
+    image.load()
+    assert image.format == 'PNG' and image.size[0] == 1000
+  drawn = figures.curves.read_png(str(tmp_path / 'curve.png'))['description']
+  assert drawn['title'].startswith('IMPALA, Atari breakout: 4k frames, ') and drawn['xlabel'] == 'environment frames'
+  assert drawn['notes'][1] == f'test mode at 4k frames: 13.50 ± {se:.2f} (s.e.) over 4 whole games'
+  expected = [('each training episode (one life)', 4, [1000, 4000], [0, 5]),
+              ('mean of the last 2 training episodes', 3, [2000, 4000], [1, 3]),
+              ('test mode: whole games, mean ± s.e.', 1, [4000, 4000], [13.5, 13.5])]
+  (panel,) = drawn['panels']
+  assert [(s['label'], s['points'], s['x'], s['y']) for s in panel['series']] == expected
+  assert panel['hlines'] == [{'value': 3.0, 'label': 'target 3'}]
+  assert drawn['xlim'][1] == 4000 * 1.01 and panel['ylim'][1] > 13.5 + se  # the marker and its bar are inside
+  # --from_csv draws the same curve again from the CSV alone (and the test results given).
+  again = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
+                          '--game', 'breakout', '--from_csv', str(tmp_path / 'curve.csv'), '--target', '3',
+                          '--test_results', str(logdir / 'test_results-4000.json'),
+                          '--output', str(tmp_path / 'again')], capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0, again.stderr
+  assert 'mean of the last 2 >= 3 at 4000 frames' in again.stdout
+  redrawn = figures.curves.read_png(str(tmp_path / 'again.png'))['description']
+  assert [(s['label'], s['points'], s['x'], s['y']) for s in redrawn['panels'][0]['series']] == [
+      ('training episodes in the CSV (one life)',) + expected[0][1:]] + expected[1:]
+  bad = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
+                        '--from_csv', str(logdir / 'test_results-4000.json')], capture_output=True, text=True,
+                       timeout=300)
+  assert bad.returncode == 2 and 'not a curve CSV' in bad.stderr and 'Traceback' not in bad.stderr
 
 
 def test_stop_interrupted_by_a_closed_terminal_leaves_the_learner_stopping(tmp_path):

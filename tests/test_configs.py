@@ -1,7 +1,7 @@
 """The gin configuration files: every original combination parses, and the values are the original's.
 
-Expected values are typed from the reference (hiro.md section 5 and impala.md section 2), an independent
-transcription of the original files.
+Expected values are typed from the original files (tensorflow/models research/efficient-hrl's gin files; the flags
+of deepmind/scalable_agent experiment.py, L48-90), an independent transcription.
 """
 
 import itertools
@@ -40,7 +40,7 @@ def test_every_context_config_of_the_original_is_here():
 @pytest.mark.parametrize('setting, env', list(itertools.product(SETTINGS, ENVS)))
 @pytest.mark.parametrize('program', ['train', 'eval'])
 def test_original_file_combinations_parse(program, setting, env):
-  """The four files scripts/local_train.py (local_eval.py) passed, in its order."""
+  """The four files efficient-hrl scripts/local_train.py (local_eval.py) passed, in its order."""
   parse('configs/base_uvf.gin', f'configs/{program}_uvf.gin', f'context/configs/{setting}.gin',
         f'context/configs/{env}.gin')
 
@@ -124,7 +124,8 @@ def test_top_level_task_configs(config, env_name, meta_range, state_indices, eva
     ('ant_push_repr', 'train/RandomSampler'), ('ant_fall_repr', 'train/RandomSampler')])
 def test_training_targets_of_the_table1_tasks(config, train_target):
   """HIRO's Table 1 trained AntMaze on random targets and AntPush / AntFall on their one evaluation target (the
-  original's *_single contexts; docs/reproduction.md); the *_multi configs and hiro_repr's sample them at random."""
+  original's *_single contexts; docs/hiro/reproduction.md); the *_multi configs and hiro_repr's sample them at
+  random."""
   parse(f'{config}.gin')
   samplers = gin.query_parameter('meta/Context.samplers')
   for mode in ('train', 'explore'):
@@ -147,7 +148,7 @@ def test_impala_configs_hold_the_published_settings(config, expected):
 
 
 def test_impala_atari_is_the_papers_shallow_expert():
-  """The paper's Atari expert setup (Table G.1, Appendix G; reference impala.md 13.3) beyond the experiment flags."""
+  """The paper's Atari expert setup (Espeholt et al. 2018, Appendix G and Table G.1) beyond the experiment flags."""
   parse('impala_atari.gin')
   expected = {'agent_network.network': 'shallow', 'learner.gradient_clipping': 40.,
               'AtariEnvironment.grayscale': True, 'AtariEnvironment.frame_stack': 4, 'AtariEnvironment.noop_max': 30,
@@ -157,10 +158,10 @@ def test_impala_atari_is_the_papers_shallow_expert():
     assert gin.query_parameter(name) == value, name
 
 
-def test_placeholders_raise_with_their_issue():
+def test_placeholders_raise_naming_what_is_not_ported():
   from uvf import train  # pylint: disable=g-import-not-at-top
   from uvf.context import samplers  # pylint: disable=g-import-not-at-top
-  with pytest.raises(ValueError, match='train_uvf needs environment'):  # built (issue #5): it names what is missing
+  with pytest.raises(ValueError, match='train_uvf needs environment'):  # built: it names what is missing
     train.train_uvf('/tmp/unused')
-  with pytest.raises(NotImplementedError, match='ReplaySampler is not implemented yet'):
+  with pytest.raises(NotImplementedError, match='ReplaySampler is not ported'):
     samplers.ReplaySampler(state_indices=[0, 1], context_spec=None)

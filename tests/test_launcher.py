@@ -89,7 +89,7 @@ def test_impala_atari_starts(tmp_path):
 
 
 def test_original_hiro_eval_command_line(tmp_path):
-  """HIRO evaluation is built (issue #7): the original command line runs it; with no policy checkpoint in the
+  """HIRO evaluation: the original command line runs it; with no policy checkpoint in the
   training directory (and no wait: checkpoint_timeout 0) it says where it looked, in one message."""
   result = run_script('run_eval.py', '--logtostderr', '--checkpoint_dir', 'exp/train', '--eval_dir', 'exp/eval',
                       '--config_file=configs/base_uvf.gin', '--config_file=configs/eval_uvf.gin',
@@ -110,7 +110,7 @@ def test_dmlab_config_without_deepmind_lab_says_what_to_install(tmp_path):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert result.returncode == launcher.EXIT_UNAVAILABLE
   assert "level 'explore_goal_locations_small' runs on DeepMind Lab" in result.stderr
-  assert 'deepmind_lab' in result.stderr and 'README.md' in result.stderr
+  assert 'deepmind_lab' in result.stderr and 'docs/install.md' in result.stderr
   assert 'configs/impala_atari.gin' in result.stderr
   assert 'Traceback' not in result.stderr
   assert list(tmp_path.iterdir()) == []
@@ -200,7 +200,7 @@ def test_gin_param_overrides_config_and_params_in_order():
   assert gin.query_parameter('train_uvf.batch_size') == 9
 
 
-# The original experiment.py flags and defaults, typed from the reference (impala.md section 2).
+# The original experiment.py flags and defaults, typed from deepmind/scalable_agent experiment.py L48-90.
 IMPALA_FLAG_DEFAULTS = {
     'mode': 'train', 'test_num_episodes': 10, 'task': -1, 'job_name': 'learner',
     'total_environment_frames': int(1e9), 'num_actors': 4, 'batch_size': 2, 'unroll_length': 100,

@@ -1,5 +1,5 @@
-"""Fault injection on tiny runs of both systems (issue #13, docs/reliability.md): a run can be stopped, crash, fill the
-disk or be started twice, and nothing is lost or overwritten.
+"""Fault injection on tiny runs of both systems (docs/design/reliability.md): a run can be stopped, crash,
+fill the disk or be started twice, and nothing is lost or overwritten.
 
 The trainings run the real `run_train.py` in a subprocess (HIRO: 50-step AntMaze episodes, small buffers; IMPALA:
 builtin/find_object, 12 x 12 frames, 2 actors, unrolls of 5); refusals, which stop before any training, and
@@ -439,7 +439,7 @@ def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
   assert launcher_lines(err) == [
       'run_train: error: num_actors must be >= 1, got 0 (experiment.num_actors, --num_actors).']
   assert not run_dir.exists()
-  result = second_training_then_signal(args, 'Episode return', signal.SIGINT)
+  result = second_training_then_signal(args, r'Frames \d+ / 1000000 ', signal.SIGINT)
   stopped = re.search(r'Interrupted at (\d+) environment frames of 1000000 \(SIGINT\)', result.err)
   assert stopped, result
   frames = int(stopped.group(1))

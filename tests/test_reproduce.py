@@ -22,6 +22,7 @@ from PIL import Image
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, 'scripts'))
 
+import figures.curves  # pylint: disable=g-import-not-at-top,wrong-import-position
 import reproduce  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduction import plan as plans  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduction import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -116,7 +117,7 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
       return len(paused) == 2
     wait_until(freeze, 'both trainings midway')
     # Two seeds at once on this machine's cores: each training pinned to its own cores, one TensorFlow thread per
-    # core it has (docs/hiro_training.md, "Process layout").
+    # core it has (docs/hiro/training.md, "Process layout").
     (cores0, intra0, inter0), (cores1, intra1, inter1) = layout[0], layout[1]
     assert not cores0 & cores1 and cores0 | cores1 <= os.sched_getaffinity(0)
     assert (intra0, intra1, inter0, inter1) == (str(len(cores0)).encode(), str(len(cores1)).encode(), b'1', b'1')
@@ -186,7 +187,26 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
       assert len(curve) == 1 and curve[0]['seeds'] == '2'
       assert float(curve[0]['final_distance_mean']) == pytest.approx(np.mean(distances))
   assert table['eval3']['primary'] == '1' and float(table['eval3']['paper_success']) == 0.99
-  assert Image.open(os.path.join(root, 'aggregate', 'ant_maze.png')).size[0] == 1000
+  # The PNG: a valid image, and what it shows (`figures.curves` stores it there) against the seeds' results.
+  png_path = os.path.join(root, 'aggregate', 'ant_maze.png')
+  with Image.open(png_path) as image:
+    image.load()
+    assert image.format == 'PNG' and image.size[0] == 1000
+    size = list(image.size)
+  drawn = figures.curves.read_png(png_path)['description']
+  assert drawn['size'] == size
+  assert drawn['title'] == f'AntMaze (ant_maze): 2 seeds, {STEPS} steps; paper 0.99 ± 0.01 at 10M (Table 1)'
+  assert [p['title'].split(' (goal')[0] for p in drawn['panels']] == [
+      'success rate, eval3', 'success rate, eval1', 'success rate, eval2', 'mean final distance, eval3']
+  for panel, mode, key in zip(drawn['panels'], ('eval3', 'eval1', 'eval2', 'eval3'),
+                              ('success_rate',) * 3 + ('mean_final_distance',)):
+    assert [(s['label'], s['points'], s['x']) for s in panel['series'][:3]] == [
+        ('seed 0', 3, expected_steps[::2]), ('seed 1', 3, expected_steps[::2]),
+        ('mean over 2 seeds ± s.e.', 3, expected_steps[::2])]
+    means = [np.mean([r[key] for rows in seed_rows.values() for r in rows if r['mode'] == mode and r['step'] == step])
+             for step in expected_steps]
+    assert panel['series'][2]['y'] == [pytest.approx(min(means)), pytest.approx(max(means))]
+  assert drawn['panels'][0]['hlines'][0]['value'] == 0.99
 
   # Held out: each seed's best eval3 policy (re-computed here: the highest success, the earliest of equal ones) and
   # its final one (step 600) evaluated again, eval3 only, on 100 episodes from evaluation seed 1000.
@@ -252,7 +272,7 @@ def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
   """`--stop` beside a running kit: the stopped trainings are not restarted as crashes, the queued seed never
   starts, and the kit exits with status 130, leaving no process."""
   root = str(tmp_path / 'r')
-  steps = 20 * STEPS  # long enough to be stopped midway
+  steps = 100 * STEPS  # long enough to be stopped midway, even on a loaded machine
   kit = Kit(kit_command(root, seeds=3, extra=['--parallel', '2'], steps=steps))
   try:
     wait_until(lambda: all(progress.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),
@@ -279,7 +299,7 @@ def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
   checkpoints: exit 130 on the kit's SIGINT), exits with 129 and leaves no process; the same command resumes each
   seed from its checkpoint."""
   root = str(tmp_path / 'r')
-  steps = 20 * STEPS
+  steps = 100 * STEPS  # long enough to be stopped midway, even on a loaded machine
   kit = Kit(kit_command(root, seeds=2, extra=['--parallel', '2'], steps=steps), new_session=True)
   try:
     wait_until(lambda: all(progress.full_checkpoint_step(os.path.join(root, f'seed_{seed}')) for seed in (0, 1)),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import figures.curves
 import launcher
 from reproduction import export
 from reproduction import heldout
@@ -154,11 +155,36 @@ def test_outputs(seed_rows, tmp_path):
   assert written['modes']['eval3']['table1']['per_seed']['1'] == {'success': 0.7, 'step': 100_000,
                                                                   'last_step': 150_000}
   assert written['paper']['success'] == 0.99 and written['primary_mode'] == 'eval3'
-  image = np.asarray(Image.open(paths['png']).convert('RGB')).astype(int)
-  assert image.shape[1] == 1000 and image.shape[0] > 3 * 260
-  # The paper's value (red, dashed), the mean curve (blue) and its band are drawn.
-  for colour in ((210, 30, 30), (20, 60, 200), (190, 205, 245)):
-    assert np.any(np.all(image == colour, axis=-1)), colour
+  # The PNG: a valid image of the chart's size, and what `figures.curves` drew in it (stored in the PNG).
+  with Image.open(paths['png']) as image:
+    image.load()
+    assert image.format == 'PNG' and image.size[0] == 1000 and image.size[1] > 3 * 260
+    size = list(image.size)
+  png = figures.curves.read_png(paths['png'])
+  drawn = png['description']
+  assert png['size'] == drawn['size'] == size
+  assert drawn['title'] == 'AntMaze (ant_maze): 3 seeds, 150k steps; paper 0.99 ± 0.01 at 10M (Table 1)'
+  assert drawn['xlabel'] == 'environment steps' and drawn['xlim'] == [0, 202_000]  # seed 0 to 200k, + 1%
+  assert drawn['notes'][0] == summary.summary_lines(result)[0]
+  eval3, eval1, distance = drawn['panels']
+  assert [eval3['title'], eval1['title'], distance['title']] == [
+      'success rate, eval3 (goal [0.0, 16.0]), the headline mode', 'success rate, eval1 (goal [16.0, 0.0])',
+      'mean final distance, eval3 (goal [0.0, 16.0])']
+  labels = ['seed 0', 'seed 1', 'seed 2', 'mean over 3 seeds ± s.e.']
+  for panel in drawn['panels']:
+    assert [s['label'] for s in panel['series']] == labels
+    assert [s['points'] for s in panel['series']] == [4, 3, 2, 3]  # the mean: the 3 steps within the budget
+  # Hand-computed from SEEDS: eval3 success, seed 1 0.1 to 0.7; the mean 0.0333 (50k: 0, 0.1, 0) to 0.7 (150k: 0.9,
+  # 0.5); eval1 = 1 - eval3: the mean 0.3 (150k) to 0.9667 (50k); distance: the mean 15 (50k) to 5 (150k).
+  assert eval3['series'][1]['y'] == [0.1, 0.7]
+  assert eval3['series'][3]['y'] == [pytest.approx(0.1 / 3), pytest.approx(0.7)]
+  assert eval1['series'][3]['y'] == [pytest.approx(0.3), pytest.approx(2.9 / 3)]
+  assert distance['series'][0]['y'] == [1.0, 16.0] and distance['series'][3]['y'] == [5.0, 15.0]
+  assert eval3['hlines'] == [{'value': 0.99, 'label': 'paper: 0.99 ± 0.01 (best within 10M)'}]
+  assert eval1['hlines'] == []
+  assert distance['hlines'] == [{'value': 5.0, 'label': 'success: distance < 5'}]
+  assert distance['ylim'] == [0.0, pytest.approx(16.8)]  # the farthest distance, 16, + 5%
+  assert eval3['legend'] == labels + ['paper: 0.99 ± 0.01 (best within 10M)']
 
 
 def test_steps_to_episodes():
@@ -398,6 +424,13 @@ def test_heldout_outputs_and_summary(seed_rows, tmp_path):
   assert lines[-1] == '  seeds whose best policy reaches 0.5 held-out: 2 of 3 seeds'
   with open(paths['summary.json']) as f:
     assert json.load(f)['heldout']['reaching']['count'] == 2
+  # The held-out policies in the PNG's headline panel: the best ones at (150k, 0.8), (100k, 0.55), (50k, 0.0); the
+  # final ones at (150k, 0.8), (150k, 0.45); seed 1's earlier best (50k, 0.99) is not drawn.
+  best, final = figures.curves.read_png(paths['png'])['description']['panels'][0]['series'][4:]
+  assert (best['label'], best['points'], best['x'], best['y']) == (
+      f'a seed\'s best policy, held out ({heldout.HELDOUT_EPISODES} episodes)', 3, [50_000, 150_000], [0.0, 0.8])
+  assert (final['label'], final['points'], final['x'], final['y']) == (
+      f'a seed\'s final policy, held out ({heldout.HELDOUT_EPISODES} episodes)', 2, [150_000, 150_000], [0.45, 0.8])
 
 
 def test_rliable_iqm_and_interval_against_numpy():

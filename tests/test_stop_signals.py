@@ -1,5 +1,5 @@
-"""Stopping a run the way tools stop it (docs/reliability.md, "Stop signals"): real `run_train.py` processes, each
-started in a session of its own as a terminal, `timeout` or a scheduler starts it, and stopped by
+"""Stopping a run the way tools stop it (docs/running.md, "Stop signals"): real `run_train.py` processes,
+each started in a session of its own as a terminal, `timeout` or a scheduler starts it, and stopped by
 
 1. `timeout` expiring (its alarm: `timeout` then sends SIGTERM to the training and to its whole process group);
 2. SIGTERM to the process group (SLURM at the time limit and `scancel`, systemd, `docker stop` of a shell entry
@@ -220,7 +220,7 @@ SYSTEMS = {
              lambda name: rf'{name}: stopped at global step (\d+) of 5000100; full checkpoint \S+model\.ckpt-\1 '
                           r'written\.',
              lambda step: rf'Resumed from \S+/model\.ckpt-{step} at global step {step}\.'),
-    'impala': (IMPALA, r'Episode return',
+    'impala': (IMPALA, r'Frames \d+ / 100000000 ',
                lambda name: rf'Interrupted at (\d+) environment frames of 100000000 \({name}\)\. Checkpoint: '
                             r'\S+model\.ckpt-\1',
                lambda frames: rf'resuming at {frames} environment frames'),
@@ -260,7 +260,7 @@ def test_impala_learner_checkpoints_when_its_environment_processes_die_with_the_
   die (SIGKILL) just before the group's SIGTERM. The learner still writes its checkpoint, prints its stop lines and exits 143."""
   run_dir = tmp_path / 'run'
   run = Run(tmp_path, 'impala', IMPALA + ['--train_dir', str(run_dir)])
-  run.wait_for(r'Episode return')
+  run.wait_for(r'Frames \d+ / 100000000 ')  # the first progress line: training runs
   # The 2 environment processes (and multiprocessing's resource tracker): every child in the group.
   children = [pid for pid, (parent, group) in _processes().items() if parent == run.pid and group == run.pid]
   assert len(children) >= 2, _processes()

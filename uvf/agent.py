@@ -1,10 +1,10 @@
 """The two HIRO levels: the goal-conditioned low-level agent (UVF) and the meta agent that sets its goals.
 
-Port of `research/efficient-hrl/agent.py` (hiro.md sections 3.1, 3.4, 3.5). Each level is a `TD3Agent` whose state is
-the environment observation concatenated with the level's contexts (`Context`): the low level sees s ⊕ g (g the
-relative goal, [G]), the meta level s ⊕ target (the task target, [M]) and its actions are goals (the low context's
-`context_as_action_specs`). The agents own their `Context` (`tf_context`) and the episode predicates of `cond_fn`;
-collection (`uvf/collect.py`) and training (`uvf/train.py`) call them.
+Port of tensorflow/models `research/efficient-hrl/agent.py` (Nachum et al. 2018, Section 3.1). Each level is a
+`TD3Agent` whose state is the environment observation concatenated with the level's contexts (`Context`): the low level
+sees s ⊕ g (g the relative goal, [G]), the meta level s ⊕ target (the task target, [M]) and its actions are goals (the
+low context's `context_as_action_specs`). The agents own their `Context` (`tf_context`) and the episode predicates of
+`cond_fn`; collection (`uvf/collect.py`) and training (`uvf/train.py`) call them.
 
 As the original, `UvfAgent` and `MetaAgent` take `*args, **kwargs` and forward them, so gin accepts any parameter the
 cores or `TD3Agent` take (`UvfAgent.actor_net`, `.dqda_clipping`, ...). The methods the original registered under their

@@ -1,5 +1,6 @@
-"""Building a run's agents in the original's order and TF1 scopes, and the map of their policy variables by original
-TF1 name (hiro.md section 4, 4.1); shared by training, evaluation and the checkpoint tools."""
+"""Building a run's agents in the original's order and TF1 scopes, and the map of their policy variables by original TF1
+name (as tensorflow/models research/efficient-hrl train.py names them); shared by training, evaluation and the
+checkpoint tools."""
 
 import tensorflow as tf
 
@@ -9,7 +10,7 @@ from uvf.environments import create_maze_env
 
 def build_agents(environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class,
                  strategy=None, debug_summaries=False):
-  """Builds the agents in the original's order and TF1 scopes (hiro.md section 4), as training and evaluation do.
+  """Builds the agents in the original's order and TF1 scopes (efficient-hrl train.py), as training and evaluation do.
 
   Args:
     environment: the maze `PyEnvironment`.
@@ -40,8 +41,9 @@ def build_agents(environment, agent_class, meta_agent_class, state_preprocess_cl
 
 
 def policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, global_step, num_episodes, num_resets):
-  """{original TF1 name: variable} of the original's policy checkpoint (hiro.md 4.1): both agents' actors and
-  critics (not the targets), the counters, the current contexts and the trainable representation's variables."""
+  """{original TF1 name: variable} of the original's policy checkpoint (`<train_dir>/policy/model.ckpt-<step>`): both
+  agents' actors and critics (not the targets), the counters, the current contexts and the trainable representation's
+  variables."""
   names = {}
   for agent in (uvf_agent, meta_agent):
     for name, variable in agent.variables_by_tf1_name().items():

@@ -1,6 +1,7 @@
 """HIRO policy checkpoints: the original TF1 ones and this port's, read strictly by the original variable names.
 
-Two formats hold the same policy (hiro.md section 4.1: both levels' actors and twin critics, `global_step`,
+Two formats hold the same policy (the variables of the original's `<train_dir>/policy/model.ckpt-<step>`, which
+tensorflow/models research/efficient-hrl eval.py reads: both levels' actors and twin critics, `global_step`,
 `num_episodes`, `num_resets`, the current contexts `uvf_agent/action_context_0` / `meta_agent/action_context_0` and,
 with hiro_repr, the 12 `state_preprocess/...` variables):
 
@@ -17,7 +18,7 @@ checkpoints); nothing is assigned unless everything matches (`CheckpointMismatch
 `checkpoint_step(path)` is the global step of a checkpoint. `export_tf1_policy(variables_by_name, path)` writes a
 name-based TF1 checkpoint, as the original's policy Saver did.
 
-Resuming a run (`uvf.run_loop`, docs/reliability.md): `find_resumable(train_dir, policy_dir)` chooses the full
+Resuming a run (`uvf.run_loop`, docs/design/reliability.md): `find_resumable(train_dir, policy_dir)` chooses the full
 checkpoint to resume from with `rundir.checkpoints.resume`, which scans, sets aside and rebuilds (the run-directory
 library shared with IMPALA), and refuses what HIRO cannot resume (an original TF1 full training checkpoint).
 
@@ -49,13 +50,13 @@ FORMAT_TF2 = "TF2 object-based (this port's)"
 GLOBAL_STEP_NAME = 'global_step'
 _MAX_LISTED = 12  # names listed per kind of problem in an error message
 
-# The names a policy checkpoint holds (hiro.md 4.1). `allow_extra` never ignores one of these.
+# The names a policy checkpoint holds. `allow_extra` never ignores one of these.
 _POLICY_NAME = re.compile(
     r'^((uvf_agent|meta_agent)/(actor_net|critic_net|critic_net2)/.+/(weights|biases)'
     r'|(uvf_agent|meta_agent)/action_context_\d+'
     r'|state_preprocess/(state_process_net|action_embed_net)/.+/(weights|biases)'
     r'|global_step|num_episodes|num_resets)$')
-# Names only the original's full training checkpoint `<train_dir>/model.ckpt-<step>` has (hiro.md 4.2), to say
+# Names only the original's full training checkpoint `<train_dir>/model.ckpt-<step>` has, to say
 # "this is a full training checkpoint" in error messages.
 _TRAINING_ONLY_NAME = re.compile(
     r'(/Adam(_\d+)?$|/beta[12]_power(_\d+)?$|^update_targets/|/target_(actor|critic)_net|/num_timer_steps'
@@ -190,7 +191,7 @@ def read_policy_tensors(path, policy_only=False):
 
   Args:
     path: a checkpoint prefix or a directory with a `checkpoint` state file (`resolve_checkpoint_path`).
-    policy_only: keep only the names of a policy checkpoint (hiro.md 4.1), dropping a full training checkpoint's
+    policy_only: keep only the names of a policy checkpoint, dropping a full training checkpoint's
       training-only variables.
 
   Raises:
@@ -209,7 +210,7 @@ KIND_FULL = "this port's full training checkpoint"
 
 def checkpoint_kind(path):
   """What the checkpoint at `path` is: KIND_POLICY, KIND_FULL_TF1 (the original's `<train_dir>/model.ckpt-<step>`:
-  names of training-only variables, hiro.md 4.2) or KIND_FULL (`uvf.train.TrainingLoop`'s: object-based, without
+  names of training-only variables) or KIND_FULL (`uvf.train.TrainingLoop`'s: object-based, without
   `variables/<name>` entries).
 
   Raises:
@@ -332,7 +333,7 @@ def _format_problems(entries, missing, unexpected, misshaped, targets, allow_ext
                  '<train_dir>/policy/model.ckpt-<step>.')
   elif training_only and not allow_extra:
     lines.append(f'  {len(training_only)} unexpected names are training-only variables (target networks, Adam '
-                 'slots, counters, replay buffers; hiro.md 4.2): this looks like the original\'s full training '
+                 'slots, counters, replay buffers): this looks like the original\'s full training '
                  'checkpoint <train_dir>/model.ckpt-<step>. Pass its policy checkpoint '
                  '<train_dir>/policy/model.ckpt-<step>, or ignore them: run_eval.py --checkpoint_path reads a '
                  'full training checkpoint as it is, `python -m uvf.checkpoints export --allow_extra` and '
@@ -359,9 +360,9 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False, kno
       `checkpoint` state file (its newest checkpoint).
     variables_by_name: {original TF1 name: tf.Variable}, e.g. `uvf.build.policy_variables_by_tf1_name(...)`.
     allow_extra: if True, names of the checkpoint that are not policy variables are ignored: the variables of the
-      original's full training checkpoint `<train_dir>/model.ckpt-<step>` (hiro.md 4.2: target networks, Adam slots
-      and beta powers, `update_targets/...counter...`, timers, replay buffers, ...). Policy names (hiro.md 4.1:
-      actors, critics, counters, contexts, `state_preprocess/...`) are never ignored: an extra one means the
+      original's full training checkpoint `<train_dir>/model.ckpt-<step>` (target networks, Adam slots and beta
+      powers, `update_targets/...counter...`, timers, replay buffers, ...). Policy names (those of a policy
+      checkpoint: actors, critics, counters, contexts, `state_preprocess/...`) are never ignored: an extra one means the
       checkpoint was trained with another configuration.
     subset: if True, `variables_by_name` is a part of what the checkpoint holds (e.g. the low level alone, the
       original's `load_path`): every one of them must be there, and all other names are ignored.

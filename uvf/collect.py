@@ -1,5 +1,5 @@
 """One environment step of HIRO's data collection: act, step the contexts, write the transitions (original: train.py
-`collect_experience`; hiro.md sections 3.4-3.6).
+`collect_experience` in tensorflow/models research/efficient-hrl).
 
 `Collector.step()` runs inside a `tf.function`; the environment step is its only Python work (`tf.numpy_function`).
 Per call, with s the current observation, g the current goal and T the task target:

@@ -12,7 +12,6 @@ import tensorflow as tf
 
 from uvf.placeholders import placeholder
 
-_ISSUE = 5
 
 
 def _is_multiple(count, n):
@@ -81,9 +80,9 @@ def failed_reset_after_n_episodes(agent, state, action, transition_type, environ
 
 
 @gin.configurable
-@placeholder('cond_fn.q_too_small', _ISSUE)
+@placeholder('cond_fn.q_too_small')
 def q_too_small(agent, state, action, transition_type, environment_steps, num_episodes, q_min=0.5):
-  """True when the agent's Q value of (state, action) is below `q_min` (issue #5)."""
+  """True when the agent's Q value of (state, action) is below `q_min` (not ported)."""
 
 
 @gin.configurable

@@ -1,5 +1,5 @@
-"""HIRO evaluation: `evaluate` and `evaluate_checkpoint_repeatedly` (original: efficient-hrl eval.py and
-utils/eval_utils.py; hiro.md sections 5.4 and 7).
+"""HIRO evaluation: `evaluate` and `evaluate_checkpoint_repeatedly` (original: eval.py and
+utils/eval_utils.py in tensorflow/models research/efficient-hrl).
 
 `evaluate` builds the environment and both agents exactly as training does (`uvf.build.build_agents`, so the variable
 names are the original's), then for each policy checkpoint `<checkpoint_dir>/<policy_save_dir>/model.ckpt-<N>` it
@@ -411,7 +411,7 @@ def evaluate(checkpoint_dir,
              videos_optional=False):
   """Evaluates the policy checkpoints of `checkpoint_dir` in each eval mode, writing results to `eval_dir`.
 
-  Args (the original's, as bound by configs/uvf/configs/eval_uvf.gin; hiro.md 5.4):
+  Args (the original's, as bound by configs/uvf/configs/eval_uvf.gin):
     checkpoint_dir: the training directory (the checkpoints are in its `policy_save_dir`).
     eval_dir: where the summaries, results.json / results.csv and videos/ go.
     environment: the maze `PyEnvironment` (gin: @create_maze_env()); the other environments of the batch are built

@@ -1,7 +1,7 @@
-"""Evaluation statistics and the results table (hiro.md section 6): `episode_statistics` (per-goal means over
-episodes), `final_distances` / `task_state_indices` (the success measure), `Results` (an eval directory's
-results.json / results.csv; rows are only ever added) and `format_table` (the table printed per checkpoint). Used by
-`uvf.eval`."""
+"""Evaluation statistics and the results table (success as in tensorflow/models research/efficient-hrl
+utils/eval_utils.py): `episode_statistics` (per-goal means over episodes), `final_distances` / `task_state_indices`
+(the success measure), `Results` (an eval directory's results.json / results.csv; rows are only ever added) and
+`format_table` (the table printed per checkpoint). Used by `uvf.eval`."""
 
 import csv
 import io

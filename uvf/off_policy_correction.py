@@ -1,4 +1,4 @@
-"""HIRO's off-policy correction: relabelling the goals of a meta batch (reference section 3.7).
+"""HIRO's off-policy correction: relabelling the goals of a meta batch (Nachum et al. 2018, Section 3.3).
 
 The meta transition stores the goal g the meta policy chose at s_t, and the c low-level states s_t..s_{t+c-1} and
 actions a_t..a_{t+c-1} taken under it. Since the low-level policy has changed since, g is replaced by the goal that
@@ -170,7 +170,7 @@ class GoalRelabeler(tf.Module):
     num_candidates: K for 'sample' (the original: 10).
     seed: None (non-deterministic) or an int seeding the Gaussian samples.
     compute_dtype: 'float32' (the original's precision) or 'bfloat16' (gin `GoalRelabeler.compute_dtype`, a
-      deviation for speed, docs/deviations.md): the dtype of the low actor's matrix products when scoring the
+      deviation for speed, docs/design/deviations.md): the dtype of the low actor's matrix products when scoring the
       candidates through a `candidate_actor_fn`. The scores themselves stay float64.
   """
 

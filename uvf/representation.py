@@ -1,5 +1,6 @@
 """State representation and goal inverse dynamics of HIRO (original: agent.py `StatePreprocess`,
-`state_preprocess_net`, `action_embed_net`, `InverseDynamics`; hiro.md sections 3.8, 4.1, 5.5).
+`state_preprocess_net`, `action_embed_net`, `InverseDynamics` in tensorflow/models research/efficient-hrl; Nachum et
+al. 2019, "Near-Optimal Representation Learning for Hierarchical Reinforcement Learning").
 
 `StatePreprocess` maps observations to the space the goals live in: the goal transition g + s_repr - s'_repr and the
 low-level reward -||s_repr + g - s'_repr|| at collection and training time, and the off-policy correction's
@@ -11,7 +12,7 @@ candidates and per-step goals all use s_repr = StatePreprocess(s).
   (`action_embed_net`) are trained on meta transitions by `loss` (see its docstring), with `RepresentationUpdate`
   (the original's `repr/AdamOptimizer`, lr 1e-4), once per low-level update.
 
-Networks (TF1 names of hiro.md 4.1 under the enclosing scope `state_preprocess`, as the original's templates named
+Networks (the original's TF1 names under the enclosing scope `state_preprocess`, as the original's templates named
 them; note `state_process_net`):
   phi(s) = value(relu(states_2(relu(states_1(s * m))))): `state_process_net/states/states_<i>`, `.../value`;
   psi(a_0..a_{c-1}, s) = value(relu(hidden_2(relu(hidden_1([a_0, ..., a_{c-1}, s * m]))))):
@@ -410,7 +411,7 @@ class StatePreprocess(tf.Module):
     return self._phi.ordered_variables() + self._psi.ordered_variables()
 
   def variables_by_tf1_name(self):
-    """{original TF1 name: variable} of the representation (hiro.md 4.1: the 12 `state_preprocess/...` variables
+    """{original TF1 name: variable} of the representation (the original's 12 `state_preprocess/...` variables
     with hiro_repr; empty when not trainable). `all_embed` is a training variable (full checkpoint only)."""
     names = collections.OrderedDict()
     if self._phi is not None:

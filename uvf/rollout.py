@@ -1,7 +1,7 @@
 """HIRO's batched evaluation rollout: a batch of deterministic episodes in one `tf.function` call.
 
-`ParallelEnvironments` steps N maze environments together (threads; called from the graph through
-`tf.numpy_function`), and `Evaluator` runs N episodes of T steps on them with the restored agents (hiro.md 5.4):
+`ParallelEnvironments` steps N maze environments together (threads; called from the graph through `tf.numpy_function`),
+and `Evaluator` runs N episodes of T steps on them with the restored agents (as efficient-hrl eval.py):
 
   for t = 0 .. T-1:  a_t = clip(mu_low(s_t (+) g_t))            (no noise; g_0 = 0)
                      s_{t+1}, r^env_t = env.step(a_t)

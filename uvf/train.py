@@ -1,4 +1,4 @@
-"""HIRO training: `train_uvf` (original: efficient-hrl train.py and train_utils.py; hiro.md sections 3, 4, 5.3).
+"""HIRO training: `train_uvf` (original: tensorflow/models research/efficient-hrl train.py and train_utils.py).
 
 Job of this module: the train program's gin entry `train_uvf` (and the launcher's `preflight`
 hook): it checks its arguments (the environment, replay buffers and optimizers come built by gin), seeds, builds the
@@ -31,7 +31,7 @@ at the end).
 Files under `train_dir`: `model.ckpt-<step>` (full TF2 checkpoints: agents with targets and contexts, optimizers,
 counters, replay buffers, collection state, random generators, environment state; the 2 newest kept),
 `policy/model.ckpt-<step>` (TF2 checkpoint of a dict {original TF1 name: variable}, the variables of the original's
-policy checkpoint, hiro.md section 4.1), TensorBoard summaries (`events.out.tfevents.*`), `operative_config.gin`,
+policy checkpoint), TensorBoard summaries (`events.out.tfevents.*`), `operative_config.gin`,
 `progress.json` (`rundir.progress`: step, total_steps, rate, eta_s, state).
 """
 
@@ -92,7 +92,7 @@ def preflight(program='train'):
     ValueError: a bad value (the message names the binding and what it must be).
     NotImplementedError: a setting this port does not support.
   """
-  off_policy_correction.check_compute_dtype_bindings()  # issue 18's bfloat16 switches
+  off_policy_correction.check_compute_dtype_bindings()  # the bfloat16 switches
   if program == 'train':
     _check_arguments(**_bound_arguments())
 
@@ -244,7 +244,7 @@ def train_uvf(train_dir,
   A run directory holding a full checkpoint resumes from it (counters, networks, optimizers, replay buffers,
   contexts, collection state, random generators and the environment's state).
 
-  Args (the original's, as bound by configs/uvf/configs/train_uvf.gin; see hiro.md 5.3):
+  Args (the original's, as bound by configs/uvf/configs/train_uvf.gin):
     train_dir: the run directory.
     environment: the maze `PyEnvironment` (gin: @create_maze_env()).
     agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class: UvfAgent, MetaAgent,

@@ -1,4 +1,5 @@
-"""The compiled training step of HIRO (the original's `TrainStep`; hiro.md sections 3, 5.3).
+"""The compiled training step of HIRO (the original's `TrainStep`, tensorflow/models research/efficient-hrl
+train_utils.py).
 
 Job: `HiroTrainer` holds a run's agents, replay buffers, TD3 updates and counters, and runs many iterations of the
 loop (collection, low-level and meta updates) inside one `tf.function` (`run_steps`); `make_strategy` picks its

@@ -1,6 +1,6 @@
 """A small stand-in for DeepMind Lab's Python module `deepmind_lab`, for tests (the real one cannot be installed here).
 
-It implements the documented API (github.com/google-deepmind/lab, docs/users/python_api.md) that the IMPALA wrapper
+It implements the documented API (google-deepmind/lab docs/users/python_api.md) that the IMPALA wrapper
 uses, checks its arguments as the real module does, and records every call so that tests can check what the wrapper
 passed:
 

@@ -1,7 +1,7 @@
 """Tests of scalable_agent/agent.py against independent references.
 
 The main reference is a re-implementation of the original TF1 graph (deepmind/scalable_agent experiment.py `Agent`,
-reference impala.md section 3) in `tf.compat.v1` graph mode with TF1 ops: `tf.compat.v1.string_split`,
+L104-225) in `tf.compat.v1` graph mode with TF1 ops: `tf.compat.v1.string_split`,
 `tf.compat.v1.nn.dynamic_rnn` with the `LSTMBlockCell` kernel (`tf.raw_ops.LSTMBlockCell`, the op behind TF1's
 `tf.contrib.rnn.LSTMBlockCell`), `tf.compat.v1.where` row selection for the reset, variables under the original
 names, written by `tf.compat.v1.train.Saver`. It does not use our agent code.
@@ -17,7 +17,8 @@ from scalable_agent.environments import StepOutput, StepOutputInfo
 
 NUM_ACTIONS = 9
 
-# Reference impala.md section 3.4: the 41 trainable variables of the original, in creation order.
+# The 41 trainable variables of the original (deepmind/scalable_agent experiment.py, TF 1.9, Sonnet 1.23), in
+# creation order.
 ORIGINAL_VARIABLES = [
     ('agent/batch_apply/convnet/conv_2d/w', [3, 3, 3, 16]),
     ('agent/batch_apply/convnet/conv_2d/b', [16]),
@@ -63,7 +64,8 @@ ORIGINAL_VARIABLES = [
 ]
 ORIGINAL_NUM_PARAMETERS = 1628010
 
-# Reference impala.md section 3.2: buckets of tf.string_to_hash_bucket_fast(token, 1000) in TF 1.9.
+# Buckets of tf.string_to_hash_bucket_fast(token, 1000) in TF 1.9 (FarmHash Fingerprint64 mod 1000), the hashing of
+# the original's instruction encoder (deepmind/scalable_agent experiment.py L118-141).
 HASH_BUCKETS = {'go': 681, 'to': 641, 'the': 354, 'red': 910, 'ball': 199, 'pick': 763, 'hat': 461, 'Pick': 242,
                 'a': 939, '': 263}
 

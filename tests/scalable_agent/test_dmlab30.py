@@ -1,5 +1,5 @@
-"""dmlab30.py: the level lists and scores typed from the reference (impala.md section 9.5), and the normalised score
-worked out by hand."""
+"""dmlab30.py: the level lists and scores typed from the original (deepmind/scalable_agent dmlab30.py), and the
+normalised score worked out by hand."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
-"""Tests of scalable_agent.dynamic_batching: every test of the original dynamic_batching_test.py (reference impala.md
-7.4), plus the Python port's own guarantees (one trace, strings, function errors).
+"""Tests of scalable_agent.dynamic_batching: every test of the original dynamic_batching_test.py
+(deepmind/scalable_agent), plus the Python port's own guarantees (one trace, strings, function errors).
 
 Where the original started the queue runner only after the calls were made ("made before the queue runners start"),
 these tests hold the batching thread inside the function instead (`_Gate`) until the calls are queued.
@@ -401,7 +401,7 @@ def test_calls_retain_no_inputs_or_outputs(closing):
   Each call passes 64 KB and gets 64 KB back (an output is a view of TensorFlow's buffer, which tracemalloc does not
   see, so this measures the resident memory): after 4,000 calls from 4 threads it must have grown by less than 4 KB
   per call, so one retained array per call (64 KB) fails. What remains is TensorFlow 2.15's own leak on Python 3.11:
-  16 bytes or more for every EagerTensor created (its managed `__dict__` values; docs/impala_atari.md, "Memory"),
+  16 bytes or more for every EagerTensor created (its managed `__dict__` values; docs/impala/atari.md, "Memory"),
   about 4 tensors per call here.
   """
   f = closing(dynamic_batching.batch_fn_with_options(maximum_batch_size=4, timeout_ms=10)(
@@ -484,7 +484,7 @@ def test_empty_inputs_and_outputs(closing):
 
 def test_one_tensor_per_dtype_crosses_the_boundary(closing):
   """6 float32 inputs and 6 float32 outputs cross as 1 tensor each way, not 12. Seen through TensorFlow 2.15's leak
-  on Python 3.11 (16 bytes or more kept for every EagerTensor created; docs/impala_atari.md, "Memory"): 12 tensors
+  on Python 3.11 (16 bytes or more kept for every EagerTensor created; docs/impala/atari.md, "Memory"): 12 tensors
   a call would leave >= 192 bytes a call, 2 tensors leave ~32 (on an interpreter without that leak both pass)."""
   f = closing(dynamic_batching.batch_fn(lambda *xs: tuple(x + 1. for x in xs)))
   args = [np.full([1, 3], i, np.float32) for i in range(6)]

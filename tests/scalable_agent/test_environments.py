@@ -2,8 +2,8 @@
 FlowEnvironment on a hand-worked episode.
 
 The DMLab wrapper is checked against tests/fakes/deepmind_lab.py (the documented Lab API, recording its calls); those
-tests are skipped where the real `deepmind_lab` is installed. Expected values come from the reference (impala.md
-sections 9.1-9.4) and the original create_environment.
+tests are skipped where the real `deepmind_lab` is installed. Expected values come from the original
+(deepmind/scalable_agent environments.py, and experiment.py `create_environment`, L418-439).
 """
 
 import functools
@@ -41,7 +41,7 @@ def fake_lab(monkeypatch):
 
 
 def _seeds(seed, n):
-  """The first n DMLab reset seeds of an environment seeded `seed` (reference 9.2)."""
+  """The first n DMLab reset seeds of an environment seeded `seed` (as the original `PyProcessDmLab._reset`)."""
   random_state = np.random.RandomState(seed)
   return [random_state.randint(0, 2 ** 31 - 1) for _ in range(n)]
 
@@ -269,7 +269,7 @@ def test_atari_sizes_and_errors():
 
 def test_atari_noop_starts():
   """Each game starts with n no-op frames, n uniform in [1, noop_max] drawn from RandomState(seed) after ALE's seed
-  (reference impala.md 13.3: "up to 30 no-ops"); noop_max = 0 starts at once; a new game draws a new n."""
+  (Espeholt et al. 2018, Table 4: "up to 30 no-ops"); noop_max = 0 starts at once; a new game draws a new n."""
   counts = []
   for seed in range(6):
     env = environments.create_environment('atari/pong', seed, width=42, height=42)
@@ -432,7 +432,7 @@ def test_builtin_returns_optimal_random_and_action_repeats():
   returns, _ = _episodes(env, lambda e, _: rng.randint(4), 2000)
   assert set(np.unique(returns)) == {-1., 0., 1.}
   assert abs(returns.mean()) < 0.06  # Symmetric: 0 in expectation.
-  # find_object (5 x 5, one object, 8 moves): random about 0.17 (docs/impala_environments.md), optimal 1.
+  # find_object (5 x 5, one object, 8 moves): random about 0.17 (docs/impala/environments.md), optimal 1.
   env = environments.create_environment('builtin/find_object', seed=1, width=5, height=5, num_action_repeats=1)
   returns, lengths = _episodes(env, lambda e, _: e.optimal_action(), 300)
   assert (returns == 1.).all() and lengths.max() <= 8

@@ -1,4 +1,5 @@
-"""Tests of scalable_agent.learner against NumPy re-computations and hand-worked values (reference impala.md 5)."""
+"""Tests of scalable_agent.learner against NumPy re-computations and hand-worked values (original:
+deepmind/scalable_agent experiment.py L312-415; Espeholt et al. 2018, Section 4.2)."""
 
 import inspect
 

@@ -1,4 +1,4 @@
-"""The IMPALA learner under `tf.distribute` (issue #8): MirroredStrategy over two logical CPU devices against the
+"""The IMPALA learner under `tf.distribute`: MirroredStrategy over two logical CPU devices against the
 single-device learner on the same batch, checkpoints across strategies, and the errors.
 
 The logical devices must be configured before TensorFlow initialises its devices, which other tests in this pytest

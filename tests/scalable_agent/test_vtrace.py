@@ -1,5 +1,6 @@
-"""Tests of scalable_agent.vtrace: every case of the original vtrace_test.py (reference impala.md 4.3), each against
-a NumPy ground truth written here from the paper's definition, on every execution path (XLA, graph, op by op)."""
+"""Tests of scalable_agent.vtrace: every case of the original vtrace_test.py (deepmind/scalable_agent), each against a
+NumPy ground truth written here from the paper's definition (Espeholt et al. 2018, Section 4.1, Eq. 1), on every
+execution path (XLA, graph, op by op)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""uvf.agent and uvf.representation: HIRO's two levels built from the original gin files (hiro.md 3.1, 3.4, 4.1)."""
+"""uvf.agent and uvf.representation: HIRO's two levels built from the original gin files, as
+tensorflow/models research/efficient-hrl agent.py builds them."""
 
 import numpy as np
 import pytest

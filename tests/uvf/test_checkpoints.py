@@ -1,7 +1,7 @@
 """uvf.checkpoints: original TF1 policy checkpoints and this port's, restored strictly by name, and TF1 export.
 
-The reference is an independent `tf.compat.v1` graph of the ORIGINAL networks written here from hiro.md 3.2 / 3.8 /
-4.1 and the original efficient-hrl agents/ddpg_networks.py and agent.py (slim-style `weights` / `biases`, the
+The reference is an independent `tf.compat.v1` graph of the ORIGINAL networks written here from the original
+tensorflow/models research/efficient-hrl agents/ddpg_networks.py and agent.py (slim-style `weights` / `biases`, the
 original scopes), saved by `tf.compat.v1.train.Saver` as the original's policy checkpoint. Nothing from uvf/ is used
 for its math: the port's agents, built from the real gin configuration, must reproduce its outputs after
 `restore_policy`.
@@ -29,9 +29,10 @@ import hiro_checkpoints  # noqa: E402  pylint: disable=g-import-not-at-top,wrong
 
 CONFIGS = hiro_fixtures.CONFIG.parent
 STEP = 300000
-O, A, M = 30, 8, 2  # AntMaze observation, action and task-context dims (hiro.md section 0 and 4)
-ANT_ACTION_BOUND = 30.0  # Ant actions lie in [-30, 30] (hiro.md 3.4)
-# hiro_orig goal range (hiro.md 3.5): x, y +-10; z +-0.5; quaternion +-1; 8 joints alternating +-0.5 / +-0.3.
+O, A, M = 30, 8, 2  # AntMaze observation (29 ant dims + time), action, task-context (x, y) dims
+ANT_ACTION_BOUND = 30.0  # Ant actions lie in [-30, 30] (ctrlrange of efficient-hrl environments/assets/ant.xml)
+# hiro_orig goal range (efficient-hrl context/configs/hiro_orig.gin): x, y +-10; z +-0.5; quaternion +-1; 8 joints
+# alternating +-0.5 / +-0.3.
 HIRO_ORIG_GOAL_MAX = np.array([10, 10, 0.5, 1, 1, 1, 1] + [0.5, 0.3] * 4, np.float32)
 XY_GOAL_MAX = np.array([10, 10], np.float32)  # hiro_xy / hiro_repr: +-10
 BATCH = 64
@@ -157,7 +158,7 @@ def write_original_checkpoint(prefix, setting='hiro_orig', seed=0):
   with tf.Graph().as_default():
     feeds = {k: tf.compat.v1.placeholder(tf.float32, [None, v.shape[1]]) for k, v in inputs.items()}
     levels = (('uvf_agent', 'low', np.full([A], ANT_ACTION_BOUND, np.float32), zero_obs),
-              ('meta_agent', 'meta', goal_max, False))  # the meta level never masks (hiro.md 3.2)
+              ('meta_agent', 'meta', goal_max, False))  # the meta level never masks (base_uvf.gin: zero_obs False)
     for scope, level, bound_max, mask in levels:
       states, actions = feeds[level + '_states'], feeds[level + '_actions']
       with tf.compat.v1.variable_scope(scope):
@@ -256,7 +257,7 @@ def assert_matches_reference(policy, saved, inputs, outputs):
 
 def test_original_hiro_orig_checkpoint_matches_the_original_networks(policy, tmp_path):
   path, saved, inputs, outputs = write_original_checkpoint(str(tmp_path / 'policy' / 'model.ckpt'))
-  assert len(saved) == 2 * 3 * 6 + 5  # hiro.md 4.1: 3 networks x 6 variables per level, 3 counters, 2 contexts
+  assert len(saved) == 2 * 3 * 6 + 5  # 3 networks x 6 variables per level, 3 counters, 2 contexts
   # Sanity of the reference: the masking and the bounds are exercised.
   assert np.abs(outputs['low_actor']).max() > 3 and np.abs(outputs['meta_actor'][:, :2]).max() > 1
   assert checkpoints.restore_policy(path, policy.variables) == path
@@ -298,7 +299,7 @@ def test_strict_mismatches_name_the_problem_and_restore_nothing(policy, tmp_path
 
 def test_full_training_checkpoint_needs_allow_extra(policy, tmp_path):
   path, saved, inputs, outputs = write_original_checkpoint(str(tmp_path / 'orig' / 'model.ckpt'))
-  extras = {  # a few of the full training checkpoint's names (hiro.md 4.2)
+  extras = {  # a few of the full training checkpoint's names (<train_dir>/model.ckpt-<step>)
       'uvf_agent/target_actor_net/actions/biases': np.zeros([A], np.float32),
       'uvf_agent/actor_net/actions/biases/Adam': np.zeros([A], np.float32),
       'uvf_agent/actor_net/actions/biases/Adam_1': np.zeros([A], np.float32),
@@ -456,8 +457,8 @@ def test_key_escaping():
 def test_original_hiro_repr_checkpoint_matches_the_original_networks(tmp_path):
   """hiro_repr (configs/ant_maze_repr.gin): G = 2, no x, y masking, and the 12 `state_preprocess/...` variables.
 
-  Needs the trainable representation (`StatePreprocess(trainable=True)`, issue #7): its `variables_by_tf1_name()`
-  must return the 12 names of hiro.md 4.1, `state_preprocess(observations)` must be the original
+  Needs the trainable representation (`StatePreprocess(trainable=True)`): its `variables_by_tf1_name()`
+  must return the original's 12 names, `state_preprocess(observations)` must be the original
   state_preprocess_net (the first `ndims` = 2 outputs) and `state_preprocess.action_embed_network(actions, states)`
   the original action_embed_net.
   """

@@ -1,5 +1,6 @@
 """uvf.collect: the transitions of one collection step, re-derived in NumPy from the original's collect_experience
-(hiro.md 3.5, 3.6): the low-level element layout, and the meta transitions over an episode boundary."""
+(tensorflow/models research/efficient-hrl train.py): the low-level element layout, and the meta transitions over an
+episode boundary."""
 
 import numpy as np
 import pytest

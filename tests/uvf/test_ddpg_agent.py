@@ -1,4 +1,5 @@
-"""TD3 agent and its compiled update against NumPy re-computations (hiro.md sections 3.3 and 12)."""
+"""TD3 agent and its compiled update against NumPy re-computations (original: tensorflow/models
+research/efficient-hrl agents/ddpg_agent.py)."""
 
 import functools
 

@@ -33,7 +33,8 @@ def relu(x):
 
 
 def np_actor(weights, states, minimum, maximum, hidden, zero_obs):
-  """The actor by definition (hiro.md 3.2), from a {TF1 name: array} map without the network scope."""
+  """The actor by definition (efficient-hrl agents/ddpg_networks.py), from a {TF1 name: array} map without the
+  network scope."""
   x = states.astype(np.float64)
   if zero_obs:
     x = x * np.r_[0.0, 0.0, np.ones(x.shape[1] - 2)]
@@ -134,7 +135,7 @@ def test_initialisers():
 
 @pytest.mark.usefixtures('clean_gin')
 def test_hiro_orig_ant_maze_names_and_shapes():
-  """hiro.md 4.1 / 4.2: O = 30, A = 8, G = 15, M = 2."""
+  """The original's TF1 names and shapes, hiro_orig AntMaze: O = 30, A = 8, G = 15, M = 2."""
   gin.parse_config("""
       ddpg_actor_net.hidden_layers = (300, 300)
       ddpg_critic_net.states_hidden_layers = (300,)

@@ -1,8 +1,8 @@
 """The maze environments (uvf/environments) against the original's geometry, worked out by hand.
 
-References: hiro.md section 6 (layouts, cell centres (j*s - torso_x, i*s - torso_y), wall / platform / block sizes,
-observation layout) and efficient-hrl environments/maze_env.py. Expected coordinates below are written out from those
-tables, not read back from the code under test.
+References: tensorflow/models research/efficient-hrl environments/maze_env.py and maze_env_utils.py (layouts, cell
+centres (j*s - torso_x, i*s - torso_y), wall / platform / block sizes, observation layout). Expected coordinates
+below are written out from those, not read back from the code under test.
 """
 
 import math
@@ -15,7 +15,8 @@ import pytest
 from uvf.environments import ant_maze_env
 from uvf.environments import create_maze_env as cme
 
-# Layouts of hiro.md section 6.1 (1 wall, 0 free, 'r' robot, -1 chasm, 'M' movable block).
+# Layouts of efficient-hrl environments/maze_env_utils.py `construct_maze` (1 wall, 0 free, 'r' robot, -1 chasm, 'M'
+# movable block).
 MAZE = ['11111',
         '1r001',
         '11101',
@@ -158,13 +159,13 @@ def test_maze_cells_map_to_wall_geoms(name, s):
         assert g.type[0] == mujoco.mjtGeom.mjGEOM_BOX and g.contype[0] == 1 and g.conaffinity[0] == 1
       else:
         assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f'block_{i}_{j}') == -1
-  assert walls == 25 - 7  # 7 free cells (hiro.md), the rest walls.
+  assert walls == 25 - 7  # 7 free cells (the U of 'Maze'), the rest walls.
   assert sum(model.geom(k).name.startswith('block_') for k in range(model.ngeom)) == walls
   assert model.nq == (15 if name.startswith('Ant') else 3)  # No movable blocks, no extra joints.
 
 
 def test_ant_maze_free_cells_at_documented_coordinates():
-  # hiro.md: free cells of the AntMaze U at (0, 0), (8, 0), (16, 0), (16, 8), (0, 16), (8, 16), (16, 16).
+  # Free cells of the AntMaze U at (0, 0), (8, 0), (16, 0), (16, 8), (0, 16), (8, 16), (16, 16).
   env = make('AntMaze')
   model = env.wrapped_env.model
   wall_centres = {tuple(np.round(model.geom(k).pos[:2], 6)) for k in range(model.ngeom)

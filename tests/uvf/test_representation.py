@@ -1,4 +1,5 @@
-"""uvf.representation: the learned representation of hiro_repr (hiro.md 3.8, 4.1, 4.2).
+"""uvf.representation: the learned representation of hiro_repr (Nachum et al. 2019, "Near-Optimal Representation
+Learning for Hierarchical Reinforcement Learning"; original: tensorflow/models research/efficient-hrl agent.py).
 
 The loss, its gradients and two Adam steps are checked against a NumPy re-computation written from the description
 of the original (agent.py `StatePreprocess.loss`, train.py's repr train op): fixed inputs and pinned indices, float64.
@@ -247,7 +248,7 @@ def test_untrainable_and_misconfigured():
 # ----------------------------------------------------------------------------------------------------------------------
 # hiro_repr (configs/ant_maze_repr.gin) in training.
 
-HIRO_MD_4_1 = {  # hiro.md 4.1, AntMaze: O = 30, A = 8, c = 10, SUBGOAL_DIM = 2
+ORIGINAL_REPR_SHAPES = {  # the original's names and shapes, AntMaze: O = 30, A = 8, c = 10, SUBGOAL_DIM = 2
     'state_preprocess/state_process_net/states/states_1/weights': [30, 100],
     'state_preprocess/state_process_net/states/states_1/biases': [100],
     'state_preprocess/state_process_net/states/states_2/weights': [100, 100],
@@ -295,7 +296,7 @@ def test_hiro_repr_variables_and_policy_checkpoint(repr_run):
   train_dir, loop, _ = repr_run
   t = loop.trainer
   sp = t.state_preprocess
-  assert {name: v.shape.as_list() for name, v in sp.variables_by_tf1_name().items()} == HIRO_MD_4_1
+  assert {name: v.shape.as_list() for name, v in sp.variables_by_tf1_name().items()} == ORIGINAL_REPR_SHAPES
   assert list(sp.variables_by_tf1_name().values()) == sp.get_trainable_vars()
   assert sp.all_embed.shape == [1024, 2] and sp.all_embed.name == 'all_embed:0'
   assert np.count_nonzero(sp.all_embed.numpy().any(1)) == 1024  # 100 updates x batch 16 filled it
@@ -306,7 +307,7 @@ def test_hiro_repr_variables_and_policy_checkpoint(repr_run):
   np.testing.assert_allclose(beta1_power.numpy(), 0.9 ** 101, rtol=1e-5)
   policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
   keys = set(tf.train.load_checkpoint(policy).get_variable_to_shape_map())
-  for name in HIRO_MD_4_1:
+  for name in ORIGINAL_REPR_SHAPES:
     assert 'variables/' + name.replace('/', '.S') + '/.ATTRIBUTES/VARIABLE_VALUE' in keys, name
   assert not any('all_embed' in key for key in keys)
   tags = set()

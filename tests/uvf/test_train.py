@@ -166,10 +166,10 @@ def test_low_level_reward_recomputed_at_train_time(trainer, gamma, request):
 
 
 def _numpy_best_goals(actor_weights, states, next_states, goals, low_states, low_actions, noise):
-  """HIRO's 'sample' relabelling by definition (hiro.md 3.7), in float64: the 10 candidates (8 of N(loc,
-  (0.5 half_range)^2) from the standard normals `noise` [8, B, G], loc = s'[:15] - s[:15], the stored goal), clipped
-  to the goal range, scored by -sum_i ||a_i - mu(s_i, g + s_0[:15] - s_i[:15])||^2 / 30^2 with the low actor, the
-  argmax. Returns (candidates [10, B, G], scores [10, B])."""
+  """HIRO's 'sample' relabelling by definition (Nachum et al. 2018, Section 3.3), in float64: the 10 candidates (8 of
+  N(loc, (0.5 half_range)^2) from the standard normals `noise` [8, B, G], loc = s'[:15] - s[:15], the stored goal),
+  clipped to the goal range, scored by -sum_i ||a_i - mu(s_i, g + s_0[:15] - s_i[:15])||^2 / 30^2 with the low actor,
+  the argmax. Returns (candidates [10, B, G], scores [10, B])."""
   loc = (next_states[:, :15] - states[:, :15]).astype(np.float64)
   samples = loc[None] + 0.5 * HIRO_ORIG_GOAL_MAX * noise
   candidates = np.clip(np.concatenate([samples, loc[None], goals[None]], 0), -HIRO_ORIG_GOAL_MAX, HIRO_ORIG_GOAL_MAX)

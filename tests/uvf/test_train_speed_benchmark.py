@@ -1,4 +1,4 @@
-"""`benchmarks/hiro_train_speed.py --seeds K`: K seeds as K pinned processes, timed together (issue 18)."""
+"""`benchmarks/hiro_train_speed.py --seeds K`: K seeds as K pinned processes, timed together."""
 
 import re
 import subprocess

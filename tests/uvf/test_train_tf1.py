@@ -1,6 +1,6 @@
 """Both levels' training updates against a `tf.compat.v1` graph of the original's (efficient-hrl train.py
 `train_uvf` and `sample_best_meta_actions`, agents/ddpg_agent.py `TD3Agent`, agent.py `UvfAgentCore.log_probs` /
-`InverseDynamics.sample`, context/rewards_functions.py `negative_distance`; hiro.md 3.3, 3.5, 3.7).
+`InverseDynamics.sample`, context/rewards_functions.py `negative_distance`; tensorflow/models research/efficient-hrl).
 
 The reference is written here from the specification, in the original's TF1 style: networks as templates of the
 slim-style layers of tests/uvf/test_checkpoints.py, the twin critics found by the original's regular-expression scope

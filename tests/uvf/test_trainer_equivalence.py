@@ -1,4 +1,4 @@
-"""The optimised paths of the HIRO training loop against straightforward references (issue 18).
+"""The optimised paths of the HIRO training loop against straightforward references.
 
 * `ActorNetwork.shared_input_actions` (the off-policy correction's actor: the states' part of the first layer
   computed once for K goals) against a NumPy forward pass of the actor on the K x N concatenated rows, the

@@ -1,6 +1,6 @@
 """Replay buffer of HIRO: a ring of `tf.Variable`s holding elements that are lists of tensors.
 
-Port of `research/efficient-hrl/agents/circular_buffer.py` (hiro.md section 3.6). An element is a list/tuple of
+Port of tensorflow/models `research/efficient-hrl/agents/circular_buffer.py`. An element is a list/tuple of
 tensors (keys '0', '1', ... as the original) or a dict (keys sorted); e.g. the low-level element
 [s [O], a [A], r [], discount [], s' [O], g [G], g' [G]]. A namedtuple element (HIRO's `collect.LowTransition` and
 `collect.MetaTransition`) is stored as a tuple, under the same keys, and whole elements are read back as that

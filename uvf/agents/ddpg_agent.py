@@ -1,6 +1,6 @@
 """TD3 agent of one HIRO level: twin critics, target networks, losses, and the compiled per-level update.
 
-Port of `research/efficient-hrl/agents/ddpg_agent.py` (hiro.md sections 3.1-3.3). `TD3Agent` owns the six networks
+Port of tensorflow/models `research/efficient-hrl/agents/ddpg_agent.py`. `TD3Agent` owns the six networks
 (`actor_net`, `critic_net`, `critic_net2` and their `target_` copies) and computes the losses; `uvf/agents/td3_update.py`
 performs one training step of a level with them.
 
@@ -18,7 +18,6 @@ from uvf.agents import ddpg_networks as networks
 from uvf.placeholders import not_built
 from uvf.placeholders import placeholder
 
-_ISSUE = 5
 
 # Target policy smoothing of TD3 (hard-coded in the original): eps = clip(N(0, 0.2^2), -0.5, 0.5), absolute units.
 TARGET_POLICY_NOISE = 0.2
@@ -27,7 +26,7 @@ TARGET_POLICY_NOISE_CLIP = 0.5
 
 @gin.configurable
 class DdpgAgent(tf.Module):
-  """DDPG agent for one level (not used by HIRO, whose levels are `TD3Agent`s; issue #5)."""
+  """DDPG agent for one level (not used by HIRO, whose levels are `TD3Agent`s; not ported)."""
 
   def __init__(self,
                observation_spec,
@@ -42,25 +41,25 @@ class DdpgAgent(tf.Module):
                debug_summaries=False):
     del observation_spec, action_spec, actor_net, critic_net, td_errors_loss, dqda_clipping
     del actions_regularizer, target_q_clipping, residual_phi, debug_summaries
-    raise NotImplementedError(not_built(f'the RL agent {type(self).__name__}', _ISSUE))
+    raise NotImplementedError(not_built(f'the RL agent {type(self).__name__}'))
 
 
 @gin.configurable('ddpg_sample_action')
-@placeholder('DdpgAgent.sample_action', _ISSUE)
+@placeholder('DdpgAgent.sample_action')
 def ddpg_sample_action(self, state, stddev=1.0):
-  """DdpgAgent.sample_action: the actor's action plus Gaussian noise of `stddev` (issue #5)."""
+  """DdpgAgent.sample_action: the actor's action plus Gaussian noise of `stddev` (not ported)."""
 
 
 @gin.configurable('ddpg_critic_function')
-@placeholder('DdpgAgent.critic_function', _ISSUE)
+@placeholder('DdpgAgent.critic_function')
 def ddpg_critic_function(self, critic_values, states, weights=None):
-  """DdpgAgent.critic_function: reduces (optionally weighted) critic values to one Q value (issue #5)."""
+  """DdpgAgent.critic_function: reduces (optionally weighted) critic values to one Q value (not ported)."""
 
 
 @gin.configurable('ddpg_update_targets')
-@placeholder('DdpgAgent.update_targets', _ISSUE)
+@placeholder('DdpgAgent.update_targets')
 def ddpg_update_targets(self, tau=1.0):
-  """DdpgAgent.update_targets: soft update of the target networks with rate `tau` (issue #5)."""
+  """DdpgAgent.update_targets: soft update of the target networks with rate `tau` (not ported)."""
 
 
 def _single_spec(spec, what):
@@ -227,7 +226,7 @@ class TD3Agent(DdpgAgent):
 
   def variables_by_tf1_name(self):
     """OrderedDict {original TF1 variable name: tf.Variable} of all six networks, e.g.
-    'uvf_agent/actor_net/states/states_1/weights' -> [O, 300] variable (hiro.md section 4)."""
+    'uvf_agent/actor_net/states/states_1/weights' -> [O, 300] variable."""
     names = collections.OrderedDict()
     for net in self.networks.values():
       names.update(net.variables_by_tf1_name())
@@ -303,7 +302,7 @@ class TD3Agent(DdpgAgent):
   # Losses.
 
   def critic_loss(self, states, actions, rewards, discounts, next_states, target_noise=None):
-    """TD3 critic loss, mean over both critics (hiro.md section 3.3).
+    """TD3 critic loss, mean over both critics (the original `DdpgAgent.critic_loss`, which `TD3Agent` inherits).
 
     y = r + discounts * min(Q1', Q2')(s', mu'(s') + eps), the same target for both critics;
     loss = td_errors_loss([y, y], [Q1(s, a), Q2(s, a)]): with the default Huber loss (delta from gin), the mean over

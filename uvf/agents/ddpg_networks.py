@@ -8,16 +8,17 @@ defaults, while the data arguments moved from call time to construction (`state_
 `scope`) or to `__call__` (`states`, `actions`); `for_critic_loss` is gone (with one reward dimension it changed
 nothing). gin binds hyper-parameters only, as the original configs do.
 
-Architecture (hiro.md section 3.2). Hidden layers: y = activation(x W + b), W ~ U(+-1/sqrt(fan_in)) (slim's
-`variance_scaling_initializer(factor=1/3, mode='FAN_IN', uniform=True)`), b = 0. Output layers: W ~ U(+-0.003), b = 0
-(the original's arg_scope replaced only slim's `weights_initializer`; the biases kept slim's zeros).
+Architecture (with the bindings of the original base_uvf.gin, configs/uvf/configs/base_uvf.gin). Hidden layers: y =
+activation(x W + b), W ~ U(+-1/sqrt(fan_in)) (slim's `variance_scaling_initializer(factor=1/3, mode='FAN_IN',
+uniform=True)`), b = 0. Output layers: W ~ U(+-0.003), b = 0 (the original's arg_scope replaced only slim's
+`weights_initializer`; the biases kept slim's zeros).
 
 * Actor: x = states (* xy_mask if `zero_obs` or `images`) -> hidden layers `states/states_<i>` -> `actions`, tanh,
   rescaled to the action spec: a = (max + min) / 2 + (max - min) / 2 * tanh(.).
 * Critic: x = concat(states, actions) (* xy_mask) -> `states/states_<i>` -> concat(., actions) (the action enters a
   second time) -> `joint/joint_<i>` -> linear `q_value` with 1 unit, reshaped to [B].
 
-Variable names are the original ones, `<scope>/states/states_1/weights` and so on (hiro.md section 4), both as the
+Variable names are the original ones, `<scope>/states/states_1/weights` and so on, both as the
 variables' own names and through `variables_by_tf1_name()`, the map a name-based TF1 checkpoint loader needs.
 """
 
@@ -30,7 +31,7 @@ import tensorflow as tf
 # Output layers of both networks: U(-0.003, 0.003) for the weights (the biases start at zero).
 FINAL_LAYER_INIT_RANGE = 0.003
 # Dtypes of the networks' matrix products: 'float32' (the original) or 'bfloat16' (a speed switch, off by default:
-# docs/deviations.md).
+# docs/design/deviations.md).
 COMPUTE_DTYPES = ('float32', 'bfloat16')
 
 
@@ -291,7 +292,7 @@ def critic_net(state_dim, action_dim, scope='critic_net',
       that its train ops never read, so it had no effect either (HIRO binds 0.0).
     normalizer_fn: must be None (the only value HIRO uses).
     compute_dtype: 'float32' (the original) or 'bfloat16' (new, a speed switch: the matrix products in bfloat16,
-      docs/deviations.md).
+      docs/design/deviations.md).
 
   Returns:
     A `CriticNetwork` with its variables created.
@@ -321,7 +322,7 @@ def actor_net(state_dim, action_spec, scope='actor_net',
       function's, HIRO's gin sets (300, 300).
     normalizer_fn: must be None (the only value HIRO uses).
     compute_dtype: 'float32' (the original) or 'bfloat16' (new, a speed switch: the matrix products in bfloat16,
-      docs/deviations.md).
+      docs/design/deviations.md).
 
   Returns:
     An `ActorNetwork` with its variables created.

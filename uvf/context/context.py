@@ -9,10 +9,10 @@ return tensors and only assign variables, so the collection step can call them i
                    meta_action=lambda: noisy_meta_actor(s_next))
   rewards, discounts = low_context.compute_rewards(state_reprs, actions, env_rewards, next_state_reprs, [goals])
 
-Timer semantics (as the original, reference section 3.5): `reset` sets both timers t to 0 and the low-level goal to
-0, so the first action of an episode sees g = 0. Each `step` (after the environment step) first steps the meta
-context, then sets g <- meta action if t mod c == 0 else g <- g + s_repr[:k] - s'_repr[:k], then t <- t + 1. Hence
-the goal is chosen after the 1st, 11th, 21st, ... step of an episode (t = 0, 10, 20, ...).
+Timer semantics (as the original efficient-hrl context/context.py): `reset` sets both timers t to 0 and the low-level
+goal to 0, so the first action of an episode sees g = 0. Each `step` (after the environment step) first steps the meta
+context, then sets g <- meta action if t mod c == 0 else g <- g + s_repr[:k] - s'_repr[:k], then t <- t + 1. Hence the
+goal is chosen after the 1st, 11th, 21st, ... step of an episode (t = 0, 10, 20, ...).
 """
 
 import gin

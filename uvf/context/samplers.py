@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from uvf.placeholders import not_built
 
-_ISSUE = 5
 
 
 def _generator(seed):
@@ -104,11 +103,11 @@ class ZeroSampler(BaseSampler):
 
 @gin.configurable
 class BinarySampler(BaseSampler):
-  """Samples 0/1 contexts, 1 with probability 1 - `probs` (placeholder, issue #5)."""
+  """Samples 0/1 contexts, 1 with probability 1 - `probs` (not ported)."""
 
   def __init__(self, probs=0.5, *args, **kwargs):
     del probs, args, kwargs
-    raise NotImplementedError(not_built('the context sampler BinarySampler', _ISSUE))
+    raise NotImplementedError(not_built('the context sampler BinarySampler'))
 
 
 @gin.configurable
@@ -133,29 +132,29 @@ class RandomSampler(BaseSampler):
 
 @gin.configurable
 class ScheduledSampler(BaseSampler):
-  """Cycles through a list of context `values` (placeholder, issue #5)."""
+  """Cycles through a list of context `values` (not ported)."""
 
   def __init__(self, scope='default', values=None, scheduler='cycle', scheduler_params=None, *args, **kwargs):
     del scope, values, scheduler, scheduler_params, args, kwargs
-    raise NotImplementedError(not_built('the context sampler ScheduledSampler', _ISSUE))
+    raise NotImplementedError(not_built('the context sampler ScheduledSampler'))
 
 
 @gin.configurable
 class ReplaySampler(BaseSampler):
-  """Samples contexts from next states in the replay buffer (placeholder, issue #5)."""
+  """Samples contexts from next states in the replay buffer (not ported)."""
 
   def __init__(self, prefetch_queue_capacity=2, override_indices=None, state_indices=None, *args, **kwargs):
     del prefetch_queue_capacity, override_indices, state_indices, args, kwargs
-    raise NotImplementedError(not_built('the context sampler ReplaySampler', _ISSUE))
+    raise NotImplementedError(not_built('the context sampler ReplaySampler'))
 
 
 @gin.configurable
 class TimeSampler(BaseSampler):
-  """Samples an integer timer context in [minval, maxval) (placeholder, issue #5)."""
+  """Samples an integer timer context in [minval, maxval) (not ported)."""
 
   def __init__(self, minval=0, maxval=1, timestep=-1, *args, **kwargs):
     del minval, maxval, timestep, args, kwargs
-    raise NotImplementedError(not_built('the context sampler TimeSampler', _ISSUE))
+    raise NotImplementedError(not_built('the context sampler TimeSampler'))
 
 
 @gin.configurable
