@@ -51,8 +51,10 @@ class Kit(object):
   """The kit as a child process whose output lines are collected by a thread."""
 
   def __init__(self, command, new_session=False):
+    # SIGHUP at its default, as in a terminal, even under `nohup` (an ignored SIGHUP stays ignored in the kit).
     self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), start_new_session=new_session)
+                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), start_new_session=new_session,
+                                    preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     self.lines, self._queue = [], queue.Queue()
     threading.Thread(target=self._read, daemon=True).start()
 

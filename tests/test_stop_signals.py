@@ -47,8 +47,11 @@ class Run:
   def __init__(self, log_dir, name, args, prefix=()):
     self.out, self.err = log_dir / f'{name}.out', log_dir / f'{name}.err'
     with open(self.out, 'w') as out, open(self.err, 'w') as err:
+      # SIGHUP at its default in the run, as in a terminal, even when these tests run under `nohup` (which
+      # leaves it ignored, and an ignored SIGHUP stays ignored: the launcher's rule for `nohup`).
       self.process = subprocess.Popen(list(prefix) + [sys.executable, 'run_train.py'] + list(args), cwd=REPO,
-                                      stdout=out, stderr=err, start_new_session=True)
+                                      stdout=out, stderr=err, start_new_session=True,
+                                      preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     self.pid = self.process.pid
     Run.started.append(self)
 
