@@ -24,9 +24,10 @@ def pong(*returns):
 @pytest.fixture
 def absl_verbosity():
   """Sets absl's verbosity (as `--verbosity` does) for one test; restores it after."""
-  before = absl_logging.get_verbosity()
+  logger = absl_logging.get_absl_logger()
+  before = logger.level  # (set_verbosity(get_verbosity()) would turn an unset level into WARNING for later tests)
   yield absl_logging.set_verbosity
-  absl_logging.set_verbosity(before)
+  logger.setLevel(before)
 
 
 def test_one_level_counts_episodes_and_means_its_last_100(tmp_path):
