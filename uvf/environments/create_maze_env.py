@@ -1,9 +1,6 @@
 """Builds HIRO's MuJoCo maze environments by name (original: efficient-hrl environments/create_maze_env.py).
 
-Names: an optional 'Ego' prefix (8 range-sensor rays in the observation), a robot ('Ant': maze size scaling 8;
-'Point': scaling 4 and manual collision) and a maze ('Maze', 'Push', 'Fall', 'Block', 'BlockMaze'; the Block mazes
-also get a small spinning block next to the robot and observe the blocks' positions). E.g. 'AntMaze', 'AntPush',
-'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze', 'EgoAntMaze'.
+Names: `tasks.ENV_NAMES` (e.g. 'AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze', 'EgoAntMaze').
 
 The original wrapped the gym environment in tf-agents' `GymWrapper`; here the environments are tf-agents
 `PyEnvironment`s themselves, with the same specs (float32 observation with bounds -inf..inf, float32 action with the
@@ -16,40 +13,26 @@ from tf_agents.environments import batched_py_environment
 from tf_agents.environments import py_environment
 from tf_agents.environments import tf_py_environment
 
+from uvf.environments import ant
 from uvf.environments import ant_maze_env
+from uvf.environments import point
 from uvf.environments import point_maze_env
+from uvf.environments import tasks
 
-# Robot prefix -> (environment class, maze size scaling, manual collision).
-_ROBOTS = {
-    'Ant': (ant_maze_env.AntMazeEnv, 8, False),
-    'Point': (point_maze_env.PointMazeEnv, 4, True),
+# Robot simulation class -> the tf-agents environment class.
+_ENV_CLASSES = {
+    ant.AntEnv: ant_maze_env.AntMazeEnv,
+    point.PointEnv: point_maze_env.PointMazeEnv,
 }
-# Maze suffix -> (maze id, put_spin_near_agent and observe_blocks).
-_MAZES = {
-    'Maze': ('Maze', False),
-    'Push': ('Push', False),
-    'Fall': ('Fall', False),
-    'Block': ('Block', True),
-    'BlockMaze': ('BlockMaze', True),
-}
-ENV_NAMES = tuple(f'{ego}{robot}{maze}' for ego in ('', 'Ego') for robot in _ROBOTS for maze in _MAZES)
 
 
 def _parse(env_name):
   """(environment class, keyword arguments) for `env_name`; ValueError lists the valid names."""
-  if not isinstance(env_name, str) or env_name not in ENV_NAMES:
-    raise ValueError(f'Unknown maze environment {env_name!r}; valid names: {", ".join(ENV_NAMES)} '
-                     "(set create_maze_env.env_name).")
-  name = env_name
-  n_bins = 0
-  if name.startswith('Ego'):
-    n_bins = 8
-    name = name[len('Ego'):]
-  robot = next(r for r in _ROBOTS if name.startswith(r))
-  cls, maze_size_scaling, manual_collision = _ROBOTS[robot]
-  maze_id, blocks = _MAZES[name[len(robot):]]
-  return cls, dict(maze_id=maze_id, n_bins=n_bins, observe_blocks=blocks, put_spin_near_agent=blocks,
-                   manual_collision=manual_collision, maze_size_scaling=maze_size_scaling)
+  try:
+    kwargs = tasks.maze_kwargs(env_name)
+  except ValueError as e:
+    raise ValueError(f'{e} (set create_maze_env.env_name).') from None
+  return _ENV_CLASSES[kwargs.pop('robot_class')], kwargs
 
 
 @gin.configurable
@@ -57,7 +40,7 @@ def create_maze_env(env_name=None, top_down_view=False):
   """The environment `env_name`, reset once, as a tf-agents `PyEnvironment` (a `maze_env.MazeEnv`).
 
   Args:
-    env_name: one of `ENV_NAMES`, e.g. 'AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze'.
+    env_name: one of `tasks.ENV_NAMES`, e.g. 'AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze'.
     top_down_view: append the 5 x 5 x 3 top-down view to the observation (the `*_img` configurations).
 
   Returns:

@@ -1,0 +1,146 @@
+"""HIRO's maze environments as Gymnasium environments: `gymnasium.make('hiro/AntMaze-v0')` after `import uvf`.
+
+The simulation is the one HIRO trains on (`maze.Maze`: the rllab ant of efficient-hrl environments/ant.py, gear 1,
+torques in [-30, 30], 0.02 s RK4 timestep x 5 frames, the original maze geometry with scaling 8), on the official
+`mujoco` bindings, without TensorFlow. What Gymnasium adds is the task, made explicit as in the papers' evaluation
+(Nachum et al. 2018, Section 5.1 and Table 1; efficient-hrl context/configs/<maze>.gin):
+
+  observation  float32 [D], the original's (30 for AntMaze / AntPush / AntFall: torso x, y, z, quaternion, 8 joint
+               angles, 14 velocities, time t * 0.001); with `goal_conditioned=True` a dict of `observation`,
+               `achieved_goal` (the observation at the task's indices) and `desired_goal` (the goal), as
+               Gymnasium-Robotics' goal environments
+  action       float32 [A], the actuators' bounds (ant: 8 torques in [-30, 30])
+  goal         the paper's target by default ((0, 16) AntMaze, (0, 19) AntPush, (0, 27, 4.5) AntFall); set it at
+               `make(..., goal=...)` or for one episode with `reset(options={'goal': ...})`
+  reward       -distance, distance = sqrt(||s'[indices] - goal||^2 + 1e-10) over the goal's coordinates (the
+               original's evaluation reward, `task/negative_distance`)
+  info         `distance` (length units) and `success` (distance < 5; the papers' success is `success` at the
+               episode's last step)
+  episodes     never terminate; `gymnasium.make` truncates them at the original's 500 steps
+  seeding      `reset(seed=s)` gives the start state `uvf`'s environment gives after `seed(s)`; the same actions
+               then give the same observations (tests/uvf/test_gymnasium_env.py checks 500 steps)
+  render       render_mode='rgb_array': the whole maze from above (`maze.Maze.render`; OpenGL loads at the first
+               frame)
+
+Version history:
+  v0: first version (the original HIRO environments; AntMaze, AntPush, AntFall, AntBlock, AntBlockMaze, PointMaze
+      and their Ego variants with 8 range-sensor rays).
+"""
+
+from typing import Any, Dict, Optional, Sequence
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from uvf.environments import maze
+from uvf.environments import tasks
+
+NAMESPACE = 'hiro'
+VERSION = 0
+MAX_EPISODE_STEPS = 500  # the original's max_steps_per_episode (efficient-hrl configs/train_uvf.gin)
+# The registered environments: those with a task in `tasks.TASKS`, with and without the range sensors.
+REGISTERED = tuple(f'{ego}{name}' for ego in ('', 'Ego') for name in tasks.TASKS)
+
+
+def env_id(env_name: str) -> str:
+  """'AntMaze' -> 'hiro/AntMaze-v0'."""
+  return f'{NAMESPACE}/{env_name}-v{VERSION}'
+
+
+def register_envs() -> None:
+  """Registers `REGISTERED` with Gymnasium (entry points are strings: nothing is built until `make`). Idempotent."""
+  for name in REGISTERED:
+    if env_id(name) not in gymnasium.registry:
+      gymnasium.register(id=env_id(name), entry_point=f'{__name__}:HiroMazeEnv', max_episode_steps=MAX_EPISODE_STEPS,
+                         kwargs={'env_name': name})
+
+
+class HiroMazeEnv(gymnasium.Env):
+  """One of HIRO's mazes with its evaluation task (see the module docstring).
+
+  Args:
+    env_name: one of `REGISTERED` (e.g. 'AntMaze', 'AntPush', 'AntFall', 'EgoAntMaze').
+    goal: float [len(indices)], the target in environment length units; default the task's (`tasks.TASKS`).
+    goal_conditioned: observe a dict (`observation`, `achieved_goal`, `desired_goal`) instead of the array.
+    render_mode: None or 'rgb_array'.
+    width, height: the frame size of `render()`, pixels.
+  """
+  metadata = {'render_modes': list(maze.RENDER_MODES), 'render_fps': 10}  # one step is 0.1 s (ant)
+
+  def __init__(self, env_name: str = 'AntMaze', goal: Optional[Sequence[float]] = None, goal_conditioned: bool = False,
+               render_mode: Optional[str] = None, width: int = 480, height: int = 480):
+    if env_name not in REGISTERED:
+      raise ValueError(f'Unknown HIRO environment {env_name!r}; valid names: {", ".join(REGISTERED)}.')
+    if render_mode is not None and render_mode not in self.metadata['render_modes']:
+      raise ValueError(f'Unknown render_mode {render_mode!r}; valid: None, {", ".join(maze.RENDER_MODES)}.')
+    self.env_name = env_name
+    self.task = tasks.task_of(env_name)
+    self._indices = np.asarray(self.task.indices)
+    self._default_goal = self._check_goal(self.task.target if goal is None else goal)
+    self.goal = self._default_goal
+    self.goal_conditioned = goal_conditioned
+    self.render_mode = render_mode
+    self.width, self.height = int(width), int(height)
+    self.maze = maze.Maze(**tasks.maze_kwargs(env_name))
+    # `self.np_random` is the maze's generator of the start states (unseeded until `reset(seed=...)`).
+    self._np_random, self._np_random_seed = self.maze.rng, -1
+
+    size = self.maze.observation_size
+    observation = spaces.Box(-np.inf, np.inf, (size,), np.float32)
+    if goal_conditioned:
+      goal_space = spaces.Box(-np.inf, np.inf, (len(self._indices),), np.float32)
+      self.observation_space = spaces.Dict(
+          {'observation': observation, 'achieved_goal': goal_space, 'desired_goal': goal_space})
+    else:
+      self.observation_space = observation
+    self.action_space = spaces.Box(self.maze.action_low, self.maze.action_high, dtype=np.float32)
+
+  def _check_goal(self, goal) -> np.ndarray:
+    value = np.asarray(goal, dtype=np.float32)
+    if value.shape != self._indices.shape or not np.all(np.isfinite(value)):
+      raise ValueError(f'{self.env_name}: the goal must be {len(self._indices)} finite numbers (the observation at '
+                       f'indices {tuple(self._indices.tolist())}), got {goal!r}.')
+    return value
+
+  def _outputs(self, observation):
+    """(observation as the space says, distance, success)."""
+    achieved = observation[self._indices]
+    difference = achieved.astype(np.float64) - self.goal
+    distance = float(np.sqrt(np.dot(difference, difference) + 1e-10))
+    info = {'distance': distance, 'success': distance < tasks.SUCCESS_DISTANCE}
+    if self.goal_conditioned:
+      observation = {'observation': observation, 'achieved_goal': achieved, 'desired_goal': self.goal.copy()}
+    return observation, -distance, info
+
+  def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None):
+    """Starts an episode. `seed`: re-seeds the start-state noise; `options={'goal': g}`: the goal of this episode
+    (later episodes return to the goal given at construction)."""
+    super().reset(seed=seed)
+    if seed is not None:
+      self.maze.seed(seed)
+      self._np_random = self.maze.rng
+    goal = (options or {}).get('goal')
+    self.goal = self._default_goal if goal is None else self._check_goal(goal)
+    observation, _, info = self._outputs(self.maze.restart())
+    return observation, info
+
+  def step(self, action):
+    """One step (0.1 s for the ant): (observation, reward, terminated=False, truncated=False, info)."""
+    _, observation = self.maze.advance(np.asarray(action, dtype=np.float32))
+    observation, reward, info = self._outputs(observation)
+    return observation, reward, False, False, info
+
+  def compute_reward(self, achieved_goal, desired_goal, info=None):
+    """float64 [...]: the reward for achieved / desired goals [..., G] (for hindsight relabelling)."""
+    difference = np.asarray(achieved_goal, np.float64) - np.asarray(desired_goal, np.float64)
+    return -np.sqrt(np.sum(difference * difference, axis=-1) + 1e-10)
+
+  def render(self):
+    """uint8 [height, width, 3] with render_mode 'rgb_array'; None without a render mode."""
+    if self.render_mode is None:
+      return None
+    return self.maze.render(height=self.height, width=self.width)
+
+  def close(self):
+    self.maze.close()
