@@ -1,7 +1,8 @@
-"""Command-line front end shared by `run_train.py` and `run_eval.py`.
+"""Command-line front end shared by `run_train.py` and `run_eval.py` (installed as a package: the commands
+`hiro-impala-train` and `hiro-impala-eval`).
 
-The scripts stay thin: they call `prepare_process()`, define the flags below (`define_flags`) and hand over to
-`run`. The work is, in order,
+The scripts stay thin: they call `programs.script_main`, which calls `prepare_process()`, defines the flags below
+(`define_flags`) and hands over to `run`. The work is, in order,
 
 1. resolve the gin files (positional arguments, or HIRO's original `--config_file` flags; with neither, IMPALA's
    original flags alone select IMPALA's defaults, as the original `experiment.py` needed no config file);
@@ -37,9 +38,12 @@ Modules, one job each, in import order: each imports only modules above it (in b
   planning    `Plan`, `plan`                                 [errors, flags, gin_config, systems, manifest]
   entry       `execute`, `first_screen`, `run`, `main`       [console, errors, gin_config, manifest, planning,
                                                               signals, systems]
+  programs    the usage texts, `script_main` (the scripts), `train_main` / `eval_main` (the installed commands)
+                                                                                     [entry, flags]
 
 Public API (re-exported here):
-  programs     prepare_process, define_flags, run, main, plan, Plan, execute, first_screen
+  programs     prepare_process, define_flags, run, main, plan, Plan, execute, first_screen, script_main,
+               train_main, eval_main
   gin          parse_gin, register_configurables, resolve_config_path, available_configs, config_name,
                bound_configurables, select_system, CONFIG_DIR, REPO_ROOT
   systems      SYSTEMS, System, IMPALA_FLAGS
@@ -75,6 +79,9 @@ from launcher.manifest import read_manifest
 from launcher.manifest import write_manifest
 from launcher.planning import Plan
 from launcher.planning import plan
+from launcher.programs import eval_main
+from launcher.programs import script_main
+from launcher.programs import train_main
 from launcher.signals import StopSignals
 from launcher.systems import bound_configurables
 from launcher.systems import register_configurables

@@ -35,7 +35,11 @@ import sys
 import threading
 from pathlib import Path
 
+# The folder that holds the `launcher` package: the checkout (also under an editable install), or the site-packages
+# folder of an installed wheel, where only the project's own packages (`PACKAGES`) are the project's files.
 REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ('launcher', 'rundir', 'scalable_agent', 'uvf')
+_INSTALL_DIRS = {'site-packages', 'dist-packages'}
 # TF_CPP_MIN_LOG_LEVEL as the user set it (None: not set), recorded by `default_native_log_level` before it sets its
 # default.
 USER_TF_LOG_LEVEL = None
@@ -68,12 +72,17 @@ _RELAY_EXIT_WAIT_S = 2.0
 
 
 def is_project_file(path: str) -> bool:
-  """Whether `path` (a log record's source file) belongs to this repository, not to an installed package."""
+  """Whether `path` (a log record's source file) belongs to this project, not to another library: a file of the
+  checkout outside a virtual environment, or, installed as a package, a file of the project's packages."""
   try:
     relative = Path(path).resolve().relative_to(REPO_ROOT)
   except (ValueError, OSError):
     return False
-  return not {'site-packages', 'dist-packages', '.venv'} & set(relative.parts)
+  if relative.parts[:1] and relative.parts[0] in PACKAGES:
+    return True
+  if REPO_ROOT.name in _INSTALL_DIRS:  # installed: the other libraries share the folder
+    return False
+  return not (_INSTALL_DIRS | {'.venv'}) & set(relative.parts)
 
 
 class ProjectFormatter(logging.Formatter):

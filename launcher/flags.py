@@ -5,8 +5,8 @@ train_utils/train.py and run_eval.py flags; IMPALA's original experiment.py flag
 training), whose defaults and help come from `scalable_agent.original_flags`, their one source. The original flags
 the user gives become gin bindings (`gin_config.flag_bindings`).
 
-The flags are defined as flags of the module `launcher` (the package), so that the scripts'
-`flags.adopt_module_key_flags(launcher)` shows them in `--help`.
+The flags are defined as flags of the module `launcher` (the package, `FLAGS_MODULE`), whose key flags
+`programs.script_main` makes the main module's, so that `--help` lists them.
 """
 
 from absl import flags
@@ -25,7 +25,7 @@ IMPALA_FLAGS = tuple(original_flags.ORIGINAL)
 # scalable_agent/distributed.py, docs/impala/distributed.md.
 IMPALA_DISTRIBUTED_FLAGS = tuple(original_flags.DISTRIBUTED)
 # The module the flags are defined for (`--helpfull` lists them under it).
-_FLAGS_MODULE = 'launcher'
+FLAGS_MODULE = 'launcher'
 
 
 def prepare_process() -> None:
@@ -36,7 +36,7 @@ def prepare_process() -> None:
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the flags of both scripts on `fv` (tests pass a fresh `FlagValues`)."""
-  d = dict(flag_values=fv, module_name=_FLAGS_MODULE)
+  d = dict(flag_values=fv, module_name=FLAGS_MODULE)
   flags.DEFINE_multi_string('gin_param', [], 'A gin binding, e.g. "train_uvf.batch_size = 64". Repeatable; '
                             'applied after the config files, in order.', **d)
   flags.DEFINE_string('train_dir', None, 'Run directory (checkpoints, summaries, run.json). Default: '

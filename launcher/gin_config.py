@@ -6,6 +6,9 @@ current directory first, and its public API can only append to its search path (
 so the launcher reads each config file itself and hands gin its text with every include named by the file it
 resolves to (`_parse_config_file`). An include of an included file (none in configs/) is gin's to find: from the
 current directory, then under configs/ (appended to gin's search path).
+
+configs/ (`CONFIG_DIR`) is the checkout's; an installed wheel carries the same tree inside the `launcher` package,
+so that `configs/ant_maze.gin` and `ant_maze.gin` name the same file from any directory.
 """
 
 import io
@@ -20,8 +23,13 @@ from absl import flags
 from launcher import errors
 from launcher import flags as launcher_flags
 
+# The folder that holds the `launcher` package: the checkout of the repository (also under an editable install), or
+# the site-packages folder of an installed wheel.
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / 'configs'
+# A wheel carries the repository's configs/ tree inside the package, as the folder `configs` of `launcher` (a checkout
+# never has that folder); a checkout, or an editable install, reads its own configs/.
+PACKAGE_CONFIG_DIR = Path(__file__).resolve().parent / 'configs'
+CONFIG_DIR = PACKAGE_CONFIG_DIR if PACKAGE_CONFIG_DIR.is_dir() else REPO_ROOT / 'configs'
 # Where a relative config path is looked for when it is not found from the current directory. `configs/uvf` mirrors
 # the original efficient-hrl layout, so the original `--config_file configs/base_uvf.gin` and
 # `--config_file context/configs/ant_maze.gin` arguments resolve unchanged.
@@ -38,8 +46,9 @@ _SEARCH_PATH_ADDED = []  # [True] once configs/ is on gin's search path
 # Config files.
 
 def available_configs() -> List[str]:
-  """The ready-to-run top-level configs, as paths relative to the repository root."""
-  return sorted(str(p.relative_to(REPO_ROOT)) for p in CONFIG_DIR.glob('*.gin'))
+  """The ready-to-run top-level configs as users type them, `configs/<name>.gin`: relative to the repository root in a
+  checkout, and accepted from any directory (`resolve_config_path`)."""
+  return sorted(str(p.relative_to(CONFIG_DIR.parent)) for p in CONFIG_DIR.glob('*.gin'))
 
 
 def resolve_config_path(path: str) -> Path:
@@ -51,9 +60,9 @@ def resolve_config_path(path: str) -> Path:
   candidates = [Path(path)]
   if not os.path.isabs(path):
     candidates += [root / path for root in CONFIG_SEARCH_ROOTS]
-    # `configs/ant_maze.gin` typed from another directory.
+    # `configs/ant_maze.gin` typed from another directory (in a checkout: relative to the repository root).
     if Path(path).parts[:1] == ('configs',):
-      candidates.append(REPO_ROOT / path)
+      candidates.append(CONFIG_DIR.parent / path)
   for candidate in candidates:
     if candidate.is_file():
       return candidate.resolve()
