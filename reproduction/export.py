@@ -1,11 +1,13 @@
 """--export_best: the best policy over all seeds (headline mode, within the budget) copied out of its run directory
 to be published, with `best_policy.json`: where it comes from, its evaluation, and the command that evaluates it
-again."""
+again; and `config.gin`: its complete gin configuration, flattened (`policy_config`), so that the bundle loads
+without the repository's configs/ tree (`uvf.pretrained.load_policy`)."""
 
 import dataclasses
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 
@@ -16,11 +18,80 @@ from reproduction import progress
 from reproduction import results
 
 EXPORT_INFO = 'best_policy.json'
+POLICY_CONFIG = 'config.gin'
+# An include statement of a gin file, as the launcher reads them (launcher/gin_config.py).
+_INCLUDE = re.compile(r'''^\s*include\s+(?P<quote>['"])(?P<name>[^'"\\\n]+)(?P=quote)''', re.MULTILINE)
 
 
-def export_checkpoint(prefix, out_dir, info):
+def _includes(config_files):
+  """The include statements of `config_files` (their own, not those of the files they include), as written."""
+  import launcher  # pylint: disable=g-import-not-at-top
+  names = []
+  for path in config_files:
+    with open(launcher.resolve_config_path(path), encoding='utf-8') as f:
+      names += [m['name'] for m in _INCLUDE.finditer(f.read())]
+  return names
+
+
+def policy_config(config_files, bindings):
+  """The text of a policy bundle's `config.gin`: a header comment (what it is, the config files and bindings it
+  came from), then `gin.config_str()` of `config_files` and `bindings` parsed exactly as run_eval.py parses them
+  (`launcher.parse_gin`): the whole configuration, flattened (no include left).
+
+  The text is checked: parsed alone (after `gin.clear_config()`, the configurables registered), it must give the
+  same `gin.config_str()`. Replaces this process's gin configuration (it ends parsed from the text) and imports
+  TensorFlow (the configurables' modules).
+
+  Args:
+    config_files: the gin files, paths as run_eval.py takes them (e.g. ['configs/ant_push.gin']).
+    bindings: the extra gin bindings ('NAME.PARAM = VALUE' strings), in order.
+
+  Raises:
+    ValueError: a config file or binding is bad (the launcher's message), or the flattened text does not parse back
+      to the same configuration.
+  """
+  import launcher  # pylint: disable=g-import-not-at-top  (imports TensorFlow: only when exporting)
+  launcher.prepare_process()
+  try:
+    paths = [launcher.resolve_config_path(p) for p in config_files]
+    launcher.register_configurables()
+    launcher.parse_gin(paths, list(bindings))
+  except launcher.LaunchError as e:
+    raise ValueError(str(e)) from None
+  import gin  # pylint: disable=g-import-not-at-top
+  flat = gin.config_str()
+  shown = [_repo_relative(str(p)) for p in paths]
+  header = [
+      '# config.gin of a trained HIRO policy bundle: the complete gin configuration that run_eval.py parses to',
+      '# evaluate this policy, flattened (no includes), so that uvf.pretrained.load_policy builds its agents without',
+      "# the repository's configs/ tree. Written by scripts/export_policy_config.py (or the reproduction kit's",
+      '# --export_best) as gin.config_str() after launcher.parse_gin of:',
+      '#   config files: ' + ', '.join(shown),
+      '#   bindings: ' + ('; '.join(bindings) if bindings else '(none)'),
+      '#   the config files include (under configs/):',
+  ] + ['#     ' + name for name in _includes(paths)] + [
+      '# Do not edit: regenerate it with  python scripts/export_policy_config.py <bundle directory>',
+      '',
+  ]
+  text = '\n'.join(header) + '\n' + flat
+  with gin.unlock_config():
+    gin.clear_config()
+    gin.parse_config(text)
+  if gin.config_str() != flat:
+    raise ValueError(f'the flattened gin configuration of {", ".join(shown)} does not parse back to the same '
+                     'configuration; it cannot be exported as config.gin.')
+  return text
+
+
+def _repo_relative(path):
+  root = plans.REPO_ROOT
+  return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
+
+
+def export_checkpoint(prefix, out_dir, info, files=None):
   """Copies the checkpoint `prefix` (its `.index` and every data shard) into `out_dir` with a TensorFlow `checkpoint`
-  state file naming it and `info` as `best_policy.json`, replacing an earlier export there.
+  state file naming it, `info` as `best_policy.json` and `files` ({file name: text}, e.g. `config.gin`), replacing
+  an earlier export there.
 
   The new export is written beside `out_dir` and swapped in, so that a fault leaves the old export or the new one.
   `out_dir` must not exist, be empty or hold an earlier export (a `best_policy.json`): nothing else is overwritten.
@@ -52,6 +123,9 @@ def export_checkpoint(prefix, out_dir, info):
   with open(os.path.join(tmp, EXPORT_INFO), 'w', encoding='utf-8') as f:
     json.dump(info, f, indent=1)
     f.write('\n')
+  for name, text in (files or {}).items():
+    with open(os.path.join(tmp, name), 'w', encoding='utf-8') as f:
+      f.write(text)
   old = f'{out_dir}.old-{os.getpid()}'
   if os.path.exists(out_dir):
     os.replace(out_dir, old)
@@ -99,7 +173,8 @@ def export_best(plan, out_dir):
       'reevaluate': shlex.join(command),
   }
   try:
-    export_checkpoint(source, out_dir, info)
+    config = policy_config(plan.manifest['config_files'], plan.manifest['bindings'])
+    export_checkpoint(source, out_dir, info, {POLICY_CONFIG: config})
   except (OSError, ValueError) as e:
     raise plans.KitError(str(e)) from None
   return [f'exported the best {protocol.primary_mode} policy within {plan.budget:,} steps: seed {seed}, step '
