@@ -41,8 +41,8 @@ def run_local(plan, refresher):
     if not received:
       received.append(signum)
     if not stop.is_set():
-      seeds.say(f'stopping ({signal.Signals(signum).name}): the processes the kit started get SIGINT (the same '
-                'command resumes).')
+      seeds.say(f'stopping ({signal.Signals(signum).name}): the processes the kit started get SIGINT (SIGTERM '
+                'where SIGINT is ignored; the same command resumes).')
       stop.set()
 
   previous = {s: signal.signal(s, on_signal) for s in processes.STOP_SIGNALS

@@ -47,7 +47,8 @@ LOCK = '.reproduce.lock'  # held by the kit that runs the seeds of a root (one a
 
 
 def stop_kit_processes(plan):
-  """--stop: SIGINT to the live processes the kit started (pid files); others are listed, not touched."""
+  """--stop: SIGINT (SIGTERM where SIGINT is ignored) to the live processes the kit started (pid files); others are
+  listed, not touched."""
   for spec in plan.specs:
     for kind in processes.SCRIPTS:
       seeds.stop_started(spec, kind)

@@ -154,9 +154,27 @@ def _signal_and_wait(pid, sig, wait_s):
     os.close(handle)
 
 
+def ignores(pid, sig):
+  """Whether process `pid` ignores signal `sig` (Linux: the SigIgn mask of /proc/<pid>/status); False if unknown."""
+  try:
+    with open(f'/proc/{pid}/status', encoding='ascii') as f:
+      for line in f:
+        if line.startswith('SigIgn:'):
+          return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+  except (OSError, ValueError):
+    pass
+  return False
+
+
 def stop(pid, sig=signal.SIGINT, wait_s=60.0, process=None):
   """Sends `sig` to `pid` (a stop request: the run writes its checkpoint), then SIGKILL if it has not exited after
-  `wait_s` seconds. `process`: its Popen when this process started it (then it is also reaped)."""
+  `wait_s` seconds. `process`: its Popen when this process started it (then it is also reaped).
+
+  A process that ignores SIGINT gets SIGTERM instead (the same stop, exit status 143): a kit started in the background
+  of a non-interactive shell (`cmd &` in a script, `nohup ... &`) passes SIGINT ignored on to the programs it starts,
+  and the programs keep an inherited ignored signal ignored."""
+  if sig == signal.SIGINT and ignores(pid, signal.SIGINT):
+    sig = signal.SIGTERM
   if process is None:
     _signal_and_wait(pid, sig, wait_s)
     return

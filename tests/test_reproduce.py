@@ -312,7 +312,7 @@ def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
     if kit.process.poll() is None:
       kit.process.kill()
   out = kit.output()
-  assert 'stopping (SIGHUP): the processes the kit started get SIGINT (the same command resumes).' in out, out
+  assert 'stopping (SIGHUP): the processes the kit started get SIGINT (SIGTERM where SIGINT is ignored; the same command resumes).' in out, out
   assert 'Traceback' not in out and 'restarting it' not in out, out
   stopped_at = {}
   for seed in (0, 1):
@@ -489,6 +489,32 @@ def test_processes_are_found_by_the_lock_they_hold_not_their_fork(tmp_path, caps
       if one is not None:
         kill_group(one)
   assert processes.holder(other.train_dir) is None  # a killed holder's lock is free at once
+
+
+# A run_train.py stand-in started with SIGINT ignored, as a kit started by `cmd &` in a script starts its programs:
+# it keeps SIGINT ignored and stops on SIGTERM with 128 + 15, as the launcher does.
+IGNORES_SIGINT = """import signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+print('ready', flush=True)
+time.sleep(120)
+"""
+
+
+def test_stop_sends_sigterm_to_a_program_that_ignores_sigint(tmp_path):
+  script = tmp_path / 'ignores.py'
+  script.write_text(IGNORES_SIGINT)
+  process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    assert process.stdout.readline().strip() == 'ready'
+    assert processes.ignores(process.pid, signal.SIGINT) and not processes.ignores(process.pid, signal.SIGTERM)
+    start = time.time()
+    processes.stop(process.pid, wait_s=30)  # the default request, SIGINT, would be ignored
+    assert process.wait(timeout=30) == 143 and time.time() - start < 20
+  finally:
+    if process.poll() is None:
+      kill_group(process)
+  assert not processes.ignores(os.getpid(), signal.SIGINT)  # pytest handles SIGINT itself
 
 
 def test_status_reads_the_progress_file_the_locks_and_the_checkpoints(tmp_path):
