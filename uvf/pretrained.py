@@ -52,6 +52,7 @@ from uvf import checkpoints
 from uvf import eval as eval_lib  # pylint: disable=redefined-builtin
 from uvf import eval_results
 from uvf import representation
+from uvf import rollout
 
 TASKS = ('AntMaze', 'AntPush', 'AntFall')
 _SNAKE = {'AntMaze': 'ant_maze', 'AntPush': 'ant_push', 'AntFall': 'ant_fall'}
@@ -234,17 +235,10 @@ class HiroPolicy(tf.Module):
 
     def advance():
       previous = self._previous.read_value()[None]
-      state_repr, next_state_repr = self._state_preprocess(previous), self._state_preprocess(obs)
-      targets = self._target.read_value()[None]
-      if self._meta_context.has_transition:  # the *_img configurations: a task target relative to the state
-        targets = self._meta_context.transition([targets], t - 1, None, state=previous, next_state=obs,
-                                                state_repr=state_repr, next_state_repr=next_state_repr)[0]
-
-      def meta_goals():
-        return tf.cast(self._meta_agent.actions(obs, [targets]), tf.float32)
-
-      goals = self._low_context.next_goal(self._goal.read_value()[None], t - 1, state_repr, next_state_repr,
-                                          meta_goals)
+      goals, targets = rollout.next_goals(
+          self._low_context, self._meta_context, self._meta_agent, self._goal.read_value()[None],
+          self._target.read_value()[None], t - 1, previous, obs, self._state_preprocess(previous),
+          self._state_preprocess(obs))
       return goals, tf.cast(targets, tf.float32)
 
     goals, targets = tf.cond(t > 0, advance,

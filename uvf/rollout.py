@@ -127,6 +127,32 @@ class ParallelEnvironments(object):
     return obs, rewards, discounts
 
 
+def next_goals(low_context, meta_context, meta_agent, goals, targets, t, state, next_state, state_repr,
+               next_state_repr):
+  """HIRO's goal schedule for one step t -> t + 1 (graph code; `Evaluator` and `uvf.pretrained.HiroPolicy` use it).
+
+  The task target moves with the state in the *_img configurations (the meta context's transition); then the goal
+  is the meta policy's on (s_{t+1}, target) when t mod c == 0, else g_t + s_repr_t[:k] - s_repr_{t+1}[:k]
+  (`Context.next_goal`).
+
+  Args:
+    low_context, meta_context: the low-level and meta `Context`s; meta_agent: the meta agent.
+    goals: float32 [N, G], g_t; targets: [N, M], the task targets of step t; t: int32 scalar.
+    state, next_state: float32 [N, O], s_t and s_{t+1}; state_repr, next_state_repr: their state preprocess.
+
+  Returns:
+    (goals, targets): g_{t+1} float32 [N, G] and the targets of step t + 1 [N, M].
+  """
+  if meta_context.has_transition:  # the *_img configurations: a relative task target
+    targets = meta_context.transition([targets], t, None, state=state, next_state=next_state, state_repr=state_repr,
+                                      next_state_repr=next_state_repr)[0]
+
+  def meta_goals():
+    return tf.cast(meta_agent.actions(next_state, [targets]), tf.float32)
+
+  return low_context.next_goal(goals, t, state_repr, next_state_repr, meta_goals), targets
+
+
 class Evaluator(tf.Module):
   """Runs a batch of deterministic HIRO episodes in one `tf.function` call (see the module docstring, step 2).
 
@@ -212,15 +238,8 @@ class Evaluator(tf.Module):
       meta_rewards, _ = self._meta_context.compute_rewards(obs, goals, env_rewards, next_obs, [targets])
       final_targets = targets
       goal_array = goal_array.write(t, goals)
-      if self._meta_context.has_transition:  # the *_img configurations: a relative task target
-        targets = self._meta_context.transition([targets], t, None, state=obs, next_state=next_obs,
-                                                state_repr=state_repr, next_state_repr=next_state_repr)[0]
-      new_targets = targets
-
-      def meta_goals(states=next_obs, contexts=new_targets):
-        return tf.cast(self._meta_agent.actions(states, [contexts]), tf.float32)
-
-      goals = self._low_context.next_goal(goals, t, state_repr, next_state_repr, meta_goals)
+      goals, targets = next_goals(self._low_context, self._meta_context, self._meta_agent, goals, targets, t, obs,
+                                  next_obs, state_repr, next_state_repr)
       reward_array = reward_array.write(t, tf.cast(tf.reshape(low_rewards, [n]), tf.float32))
       meta_reward_array = meta_reward_array.write(t, tf.cast(tf.reshape(meta_rewards, [n]), tf.float32))
       discount_array = discount_array.write(t, discounts)
