@@ -44,7 +44,7 @@ Modules, one job each, in import order: each imports only modules above it (in b
 Public API (re-exported here):
   programs     prepare_process, define_flags, run, main, plan, Plan, execute, first_screen, script_main,
                train_main, eval_main
-  gin          parse_gin, register_configurables, resolve_config_path, available_configs, config_name,
+  gin          parse_gin, register_configurables, resolve_config_path, available_configs, config_name, includes,
                bound_configurables, select_system, CONFIG_DIR, REPO_ROOT
   systems      SYSTEMS, System, IMPALA_FLAGS
   run dirs     check_run_dir, write_manifest, read_manifest, continued_settings, CONTINUATION_PARAMS, RunLock
@@ -69,6 +69,7 @@ from launcher.flags import prepare_process
 from launcher.gin_config import available_configs
 from launcher.gin_config import CONFIG_DIR
 from launcher.gin_config import config_name
+from launcher.gin_config import includes
 from launcher.gin_config import parse_gin
 from launcher.gin_config import REPO_ROOT
 from launcher.gin_config import resolve_config_path

@@ -51,6 +51,13 @@ def available_configs() -> List[str]:
   return sorted(str(p.relative_to(CONFIG_DIR.parent)) for p in CONFIG_DIR.glob('*.gin'))
 
 
+def includes(path) -> List[str]:
+  """The names the include statements of the gin file `path` give (its own, not those of the files it includes), as
+  written (e.g. 'uvf/configs/base_uvf.gin')."""
+  with open(path, encoding='utf-8') as f:
+    return [m['name'] for m in _INCLUDE.finditer(f.read())]
+
+
 def resolve_config_path(path: str) -> Path:
   """Finds a gin file: as given (from the current directory), else under each of `CONFIG_SEARCH_ROOTS`.
 

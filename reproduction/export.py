@@ -7,7 +7,6 @@ import dataclasses
 import datetime
 import json
 import os
-import re
 import shlex
 import shutil
 
@@ -19,18 +18,6 @@ from reproduction import results
 
 EXPORT_INFO = 'best_policy.json'
 POLICY_CONFIG = 'config.gin'
-# An include statement of a gin file, as the launcher reads them (launcher/gin_config.py).
-_INCLUDE = re.compile(r'''^\s*include\s+(?P<quote>['"])(?P<name>[^'"\\\n]+)(?P=quote)''', re.MULTILINE)
-
-
-def _includes(config_files):
-  """The include statements of `config_files` (their own, not those of the files they include), as written."""
-  import launcher  # pylint: disable=g-import-not-at-top
-  names = []
-  for path in config_files:
-    with open(launcher.resolve_config_path(path), encoding='utf-8') as f:
-      names += [m['name'] for m in _INCLUDE.finditer(f.read())]
-  return names
 
 
 def policy_config(config_files, bindings):
@@ -69,7 +56,7 @@ def policy_config(config_files, bindings):
       '#   config files: ' + ', '.join(shown),
       '#   bindings: ' + ('; '.join(bindings) if bindings else '(none)'),
       '#   the config files include (under configs/):',
-  ] + ['#     ' + name for name in _includes(paths)] + [
+  ] + ['#     ' + name for path in paths for name in launcher.includes(path)] + [
       '# Do not edit: regenerate it with  python scripts/export_policy_config.py <bundle directory>',
       '',
   ]
