@@ -38,6 +38,7 @@ and its children. Frames are environment frames (agent steps x 4).
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -125,6 +126,17 @@ class Profile:
       self.accumulators[threading.current_thread().name] = acc
       return acc
 
+  @contextlib.contextmanager
+  def timed(self, wall_key, cpu_key, count_key):
+    """Adds the wall time and the calling thread's CPU time of the `with` body to this thread's accumulators."""
+    acc, w0, c0 = self._acc(), time.perf_counter(), time.thread_time()
+    try:
+      yield
+    finally:
+      acc[wall_key] += time.perf_counter() - w0
+      acc[cpu_key] += time.thread_time() - c0
+      acc[count_key] += 1
+
   def snapshot_accumulators(self):
     return {name: dict(acc) for name, acc in list(self.accumulators.items())}, dict(self.batch_sizes)
 
@@ -144,13 +156,8 @@ class Profile:
       if profile.batched_function is None:
         profile.batched_function = batched
       profile.policy_args = args
-      acc, w0, c0 = profile._acc(), clock(), cpu()
-      try:
+      with profile.timed('policy_wall', 'policy_cpu', 'policy_calls'):
         return original_call(batched, *args)
-      finally:
-        acc['policy_wall'] += clock() - w0
-        acc['policy_cpu'] += cpu() - c0
-        acc['policy_calls'] += 1
     dynamic_batching.BatchedFunction.__call__ = policy_call
 
     original_get_inputs = dynamic_batching.Batcher.get_inputs
@@ -189,52 +196,34 @@ class Profile:
     original_env_step = environments.FlowEnvironment.step
 
     def env_step(flow, action, state):
-      acc, w0, c0 = profile._acc(), clock(), cpu()
-      try:
+      with profile.timed('env_wall', 'env_cpu', 'env_calls'):
         return original_env_step(flow, action, state)
-      finally:
-        acc['env_wall'] += clock() - w0
-        acc['env_cpu'] += cpu() - c0
-        acc['env_calls'] += 1
     environments.FlowEnvironment.step = env_step
 
     original_unroll = actor_lib.Actor.unroll
 
     def unroll(actor):
-      acc, w0, c0 = profile._acc(), clock(), cpu()
-      try:
+      with profile.timed('unroll_wall', 'unroll_cpu', 'unrolls'):
         return original_unroll(actor)
-      finally:
-        acc['unroll_wall'] += clock() - w0
-        acc['unroll_cpu'] += cpu() - c0
-        acc['unrolls'] += 1
     actor_lib.Actor.unroll = unroll
 
     original_learner_step = learner_lib.Learner.step
 
     def learner_step(learner, *args):
       profile.learner, profile.learner_args = learner, args
-      acc, w0, c0 = profile._acc(), clock(), cpu()
       profile.learning = True
       try:
-        return original_learner_step(learner, *args)
+        with profile.timed('learner_wall', 'learner_cpu', 'learner_steps'):
+          return original_learner_step(learner, *args)
       finally:
         profile.learning = False
-        acc['learner_wall'] += clock() - w0
-        acc['learner_cpu'] += cpu() - c0
-        acc['learner_steps'] += 1
     learner_lib.Learner.step = learner_step
 
     original_batch_unrolls = actor_lib.batch_unrolls
 
     def batch_unrolls(actor_outputs):
-      acc, w0, c0 = profile._acc(), clock(), cpu()
-      try:
+      with profile.timed('stack_wall', 'stack_cpu', 'stacks'):
         return original_batch_unrolls(actor_outputs)
-      finally:
-        acc['stack_wall'] += clock() - w0
-        acc['stack_cpu'] += cpu() - c0
-        acc['stacks'] += 1
     actor_lib.batch_unrolls = batch_unrolls
 
   def snapshot(self, actor_threads, frames):
