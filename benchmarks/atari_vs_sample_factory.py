@@ -50,8 +50,9 @@ SF_NETWORKS = {
 _SF_REPORT = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\].*Total num frames: (\d+)\.')
 
 
-def measure_ours(num_actors, seconds):
-  """Our single-machine training (configs/impala_atari.gin, num_actors actors) for ~seconds; returns frames/s."""
+def measure_ours(num_actors, seconds, bindings=()):
+  """Our single-machine training (configs/impala_atari.gin, num_actors actors, then `bindings`) for ~seconds;
+  returns frames/s."""
   import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
   from absl import logging  # pylint: disable=g-import-not-at-top
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top  (registers its gin names)
@@ -59,16 +60,24 @@ def measure_ours(num_actors, seconds):
   logging.set_verbosity(logging.WARNING)
   gin.add_config_file_search_path(os.path.join(REPO_ROOT, 'configs'))
   gin.parse_config_files_and_bindings([os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
-                                      [f'experiment.num_actors = {num_actors}'])
+                                      [f'experiment.num_actors = {num_actors}', *bindings])
   settings = settings_lib.Settings(**{name: experiment.bound_value(name)
                                     for name in settings_lib.Settings.__dataclass_fields__})
   return impala_throughput.timed_training(settings, seconds)[0]
 
 
-def _run_ours(num_actors, seconds, tree=REPO_ROOT):
+# Our systems: gin bindings after configs/impala_atari.gin.
+OURS = {
+    'ours': [],  # configs/impala_atari.gin as it is: each actor's policy step in NumPy.
+    'ours-batched': ["experiment.actor_inference = 'batched'"],  # the original's batched TensorFlow inference
+}
+
+
+def _run_ours(num_actors, seconds, tree=REPO_ROOT, bindings=()):
   """Our training in a fresh process, from the checkout `tree` (this one, or --base_tree's)."""
   script = os.path.join(tree, 'benchmarks', os.path.basename(__file__))
-  command = [sys.executable, script, '--_ours', str(num_actors), '--seconds', str(seconds)]
+  command = [sys.executable, script, '--_ours', str(num_actors), '--seconds', str(seconds),
+             *[f'--_binding={b}' for b in bindings]]
   result = subprocess.run(command, cwd=tree, capture_output=True, text=True,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), check=False)
   lines = [line for line in result.stdout.splitlines() if line.startswith('{')]
@@ -124,20 +133,24 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--sf_python', default='../venv_sf19/bin/python',
                       help="sample-factory's venv python (benchmarks/setup_sample_factory.sh)")
-  parser.add_argument('--workers', type=int, default=2, help='our actors = sample-factory workers (environments)')
+  parser.add_argument('--workers', default='2', help='our actors = sample-factory workers (environments); several, '
+                      'comma-separated (e.g. 2,4,8), run one after the other')
   parser.add_argument('--rounds', type=int, default=2)
   parser.add_argument('--seconds', type=float, default=75., help='timed seconds per run (after warm-up)')
   parser.add_argument('--warmup', type=float, default=15., help="sample-factory: seconds skipped after its first "
                       'frames (ours skips its first learner step, which holds the tracing)')
   parser.add_argument('--systems', default='ours,sf-default,sf-shallow',
-                      help="comma-separated: ours, sf-default, sf-shallow, base (ours from --base_tree)")
+                      help='comma-separated: ours, ours-batched (the original inference), sf-default, sf-shallow, '
+                      'sf-shallow-unpinned, base (ours from --base_tree)')
   parser.add_argument('--base_tree', default=None,
                       help="another checkout of this repository (e.g. `git worktree add /tmp/base HEAD~1`): system "
                       "'base' runs ours from it, to compare two versions of our code side by side")
   parser.add_argument('--_ours', type=int, default=0, help=argparse.SUPPRESS)
+  parser.add_argument('--_binding', action='append', default=[], help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args._ours:  # pylint: disable=protected-access
-    print(json.dumps({'frames_per_second': measure_ours(args._ours, args.seconds)}), flush=True)  # pylint: disable=protected-access
+    rate = measure_ours(args._ours, args.seconds, args._binding)  # pylint: disable=protected-access
+    print(json.dumps({'frames_per_second': rate}), flush=True)
     return 0
   systems = args.systems.split(',')
   if any(s.startswith('sf') for s in systems) and not os.path.exists(args.sf_python):
@@ -147,26 +160,38 @@ def main(argv=None):
   if 'base' in systems and not (args.base_tree and os.path.isdir(os.path.join(args.base_tree, 'scalable_agent'))):
     print('system base needs --base_tree, a checkout of this repository', file=sys.stderr)
     return 2
+  unknown = [s for s in systems if s not in OURS and s not in SF_NETWORKS and s != 'base']
+  if unknown:
+    print(f'unknown systems {unknown}; see --help', file=sys.stderr)
+    return 2
+  for workers in [int(w) for w in args.workers.split(',')]:
+    _compare(args, systems, workers)
+  return 0
+
+
+def _compare(args, systems, workers):
+  """Alternating rounds of `systems` with `workers` environments; prints each run and a table."""
   rates = {s: [] for s in systems}
   for round_index in range(args.rounds):
     for system in systems:
-      if system == 'ours':
-        rate = _run_ours(args.workers, args.seconds)
+      if system in OURS:
+        rate = _run_ours(workers, args.seconds, bindings=OURS[system])
       elif system == 'base':
-        rate = _run_ours(args.workers, args.seconds, tree=os.path.abspath(args.base_tree))
+        rate = _run_ours(workers, args.seconds, tree=os.path.abspath(args.base_tree))
       else:
-        rate = _run_sample_factory(args.sf_python, system, args.workers, args.seconds, args.warmup)
+        rate = _run_sample_factory(args.sf_python, system, workers, args.seconds, args.warmup)
       rates[system].append(rate)
-      print(f'round {round_index + 1}: {system}, {args.workers} environments: {rate:.0f} frames/s '
+      print(f'round {round_index + 1}: {system}, {workers} environments: {rate:.0f} frames/s '
             f'(load average {os.getloadavg()[0]:.1f})', flush=True)
-  print(f'\nPong, 84 x 84, frame skip 4, CPU, {args.workers} environments (our actors, sample-factory workers); '
+  print(f'\nPong, 84 x 84, frame skip 4, CPU, {workers} environments (our actors, sample-factory workers); '
         f'environment frames/s, {args.rounds} alternating rounds of {args.seconds:.0f} s')
   print('| system | ' + ' | '.join(f'round {i + 1}' for i in range(args.rounds)) + ' | mean | ours / it |')
   print('|---|' + '---|' * (args.rounds + 2))
   mean = {s: sum(r) / len(r) for s, r in rates.items()}
   for system in systems:
     ratio = f'{mean["ours"] / mean[system]:.2f}' if 'ours' in mean and system != 'ours' else '-'
-    print(f'| {system} | ' + ' | '.join(f'{r:.0f}' for r in rates[system]) + f' | {mean[system]:.0f} | {ratio} |')
+    print(f'| {system} | ' + ' | '.join(f'{r:.0f}' for r in rates[system]) + f' | {mean[system]:.0f} | {ratio} |',
+          flush=True)
   return 0
 
 

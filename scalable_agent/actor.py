@@ -3,8 +3,10 @@
 An `Actor` (deepmind/scalable_agent experiment.py `build_actor`) makes `ActorOutput`s of unroll_length agent steps;
 `batch_unrolls` stacks B of them time-major for the learner, and `finished_episodes` reads the episodes that ended in a
 batch. An `EnvironmentProcess` is one level's environment in a `py_process` child (restarted when it dies);
-`numpy_policy` turns the agent into the NumPy policy an `Actor` calls. Single-machine training (`experiment.train`),
-test mode (`experiment.test`) and the multi-machine actor job (`distributed.run_actor`) all use these.
+`numpy_policy` turns the agent into the NumPy policy an `Actor` calls, and `actor_policies` makes single-machine
+training's policies (`experiment.actor_inference`: batched TensorFlow calls or `numpy_agent`). Single-machine
+training (`experiment.train`), test mode (`experiment.test`) and the multi-machine actor job
+(`distributed.run_actor`) all use these.
 
 Units: "frames" are environment frames (agent steps x num_action_repeats); an unroll has unroll_length agent steps
 and carries unroll_length + 1 (the first overlaps the previous unroll).
@@ -18,8 +20,10 @@ import numpy as np
 import tensorflow as tf
 
 from scalable_agent import agent as agent_lib
+from scalable_agent import dynamic_batching
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
+from scalable_agent import numpy_agent
 from scalable_agent import py_process
 from scalable_agent import settings as settings_lib
 
@@ -173,6 +177,36 @@ def finished_episodes(batch):
   level_names = np.broadcast_to(np.asarray(batch.level_name), done.shape)
   return [(str(name), float(ret), int(step)) for name, ret, step in
           zip(level_names[done], np.asarray(info.episode_return)[1:][done], np.asarray(info.episode_step)[1:][done])]
+
+
+def actor_policies(settings, agent):
+  """The policies of single-machine training's actors, as `settings.actor_inference` says.
+
+  'batched' (the original): one `dynamic_batching` function for all actors: their pending steps in one TensorFlow
+  call on the agent's variables. 'numpy': a `numpy_agent.NumpyPolicy` per actor (actor i's generator seeded with
+  (seed, i)) on one `ParameterCopy`, with NumPy's BLAS on one thread until `close()`.
+
+  Args:
+    settings: `settings.Settings` (num_actors, seed, actor_inference).
+    agent: the learner's agent.
+
+  Returns:
+    (list of num_actors policies (`Actor`'s policy callable), after_step() to call after each learner step (copies
+    the parameters for 'numpy'), close() to call at the end (cancels pending batched calls)).
+  """
+  if settings.actor_inference == 'numpy':
+    parameters = numpy_agent.ParameterCopy(agent)
+    resources = contextlib.ExitStack()
+    resources.enter_context(numpy_agent.single_threaded_blas())
+    policies = [numpy_agent.NumpyPolicy(parameters, seed=(settings.seed, i)) for i in range(settings.num_actors)]
+    return policies, parameters.refresh, resources.close
+
+  @dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=settings.num_actors,
+                                          timeout_ms=100)
+  def inference(last_action, env_output, core_state):
+    agent_output, core_state = agent(last_action, env_output, core_state)
+    return agent_output, agent_lib.LSTMState(*core_state)
+  return [inference] * settings.num_actors, lambda: None, inference.close
 
 
 def numpy_policy(agent, device=None):

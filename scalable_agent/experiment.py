@@ -11,7 +11,8 @@ this process but the environments:
   actor thread i (num_actors of them)           environment process i (`py_process`, spawn)
     `Actor.unroll()`: unroll_length agent steps, one `step` call per agent step; the agent's one-step inference
     goes through `dynamic_batching` (all actors' calls batched into one call on the learner's variables, so
-    actors always act with the latest parameters)
+    actors always act with the latest parameters), or with `actor_inference = 'numpy'` runs in the actor's thread
+    in NumPy on the parameters copied after each learner step (`actor.actor_policies`)
       -> unroll queue (capacity 1, the original's FIFOQueue(1))
   prefetch thread: takes batch_size unrolls, stacks them time-major [T + 1, B, ...], makes tensors
       -> staging queue (capacity 1, the original's StagingArea: the next batch is ready while a step runs)
@@ -46,10 +47,8 @@ import tensorflow as tf
 
 from rundir import checkpoints as run_checkpoints
 from scalable_agent import actor as actor_lib
-from scalable_agent import agent as agent_lib
 from scalable_agent import checkpoints
 from scalable_agent import dmlab30
-from scalable_agent import dynamic_batching
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
 from scalable_agent import original_flags
@@ -98,7 +97,8 @@ def experiment(logdir,
                connect_timeout_s=_DEFAULT.connect_timeout_s,
                reconnect_timeout_s=_DEFAULT.reconnect_timeout_s,
                distribution_strategy=_DEFAULT.distribution_strategy,
-               checkpoint_interval_s=_DEFAULT.checkpoint_interval_s):
+               checkpoint_interval_s=_DEFAULT.checkpoint_interval_s,
+               actor_inference=_DEFAULT.actor_inference):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
@@ -136,6 +136,10 @@ def experiment(logdir,
       GPUs) or 'tpu' (`learner.make_strategy`); in both single-machine and multi-machine training.
     checkpoint_interval_s: seconds between the learner's checkpoints (the original's save_checkpoint_secs, 600);
       checkpoints are also written at the start, at the end and when a signal stops the run.
+    actor_inference: how single-machine training's actors compute their policy step: 'batched' (the original: all
+      actors' pending steps in one TensorFlow call on the learner's variables) or 'numpy' (each actor in its own
+      thread, in NumPy, on a copy of the parameters made after each learner step; the shallow feed-forward agent
+      only; `scalable_agent.numpy_agent`). The same function either way; 'numpy' is faster with few actors.
 
   Returns:
     train: the final number of environment frames (int), or for an actor job the number of unrolls it wrote.
@@ -320,17 +324,12 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   if progress.done:
     return frames
 
-  @dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=settings.num_actors,
-                                          timeout_ms=100)
-  def inference(last_action, env_output, core_state):
-    agent_output, core_state = agent(last_action, env_output, core_state)
-    return agent_output, agent_lib.LSTMState(*core_state)
-
+  policies, after_step, close_inference = actor_lib.actor_policies(settings, agent)
   stop = threading.Event()
   unrolls = queue.Queue(maxsize=1)
   batches = queue.Queue(maxsize=1)
   errors = []
-  actor_threads = [_ActorThread(i, level, settings, inference, agent.num_actions, unrolls, stop)
+  actor_threads = [_ActorThread(i, level, settings, policies[i], agent.num_actions, unrolls, stop)
                    for i, level in enumerate(levels)]
   prefetch_thread = threading.Thread(target=_prefetch, args=(unrolls, batches, settings.batch_size, stop, errors),
                                      name='prefetch', daemon=True)
@@ -350,6 +349,7 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
         break
       batch, tensors = batch_and_tensors
       metrics = {k: v.numpy() for k, v in learner.step(*tensors).items()}
+      after_step()
       progress.after_step(metrics, actor_lib.finished_episodes(batch))
       if step_hook is not None:
         step_hook(actor_threads, metrics)
@@ -364,7 +364,7 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   finally:
     progress_lib.clear_stop_request()
     stop.set()
-    inference.close()  # Actors waiting for inference get CancelledError and stop.
+    close_inference()  # Actors waiting for batched inference get CancelledError and stop.
     py_process.close_all([a.process for a in actor_threads])
     for actor_thread in actor_threads:
       if actor_thread.thread.is_alive():

@@ -124,6 +124,7 @@ class FeedForwardAgent(snt.Module):
                        'at least 20 x 20.')
     self._num_actions = num_actions
     self._frame_shape = frame_shape
+    self._torso = torso
     with agent_lib.record_variables() as created:
       with tf.name_scope('torso'):
         if torso == 'shallow':
@@ -138,6 +139,11 @@ class FeedForwardAgent(snt.Module):
   @property
   def num_actions(self):
     return self._num_actions
+
+  @property
+  def torso(self):
+    """'shallow' or 'deep'."""
+    return self._torso
 
   def tf1_variables(self):
     """OrderedDict name -> tf.Variable of every variable, in creation order (as `agent.Agent.tf1_variables`)."""
@@ -182,6 +188,11 @@ class FeedForwardAgent(snt.Module):
     outputs = agent_lib.AgentOutput(*(tf.reshape(o, tf.concat([time_and_batch, tf.shape(o)[1:]], axis=0))
                                       for o in outputs))
     return outputs, agent_lib.LSTMState(*core_state)
+
+
+def configured_network():
+  """The network `make_agent` builds under the current gin configuration (`agent_network.network`)."""
+  return gin.get_bindings('agent_network').get('network', 'released')
 
 
 @gin.configurable('agent_network', module='scalable_agent', denylist=['num_actions', 'frame_shape'])

@@ -15,9 +15,14 @@ from scalable_agent import dmlab30
 from scalable_agent import environments
 from scalable_agent import learner as learner_lib
 from scalable_agent import networks
+from scalable_agent import numpy_agent
 from scalable_agent import original_flags
 
 CHECKPOINT_INTERVAL_S = 600  # The original's save_checkpoint_secs.
+# How single-machine training's actors compute their policy step (`experiment.actor_inference`): 'batched' (the
+# original: one TensorFlow call for all actors' pending steps, `dynamic_batching`) or 'numpy' (each actor in NumPy,
+# `numpy_agent`; the shallow feed-forward agent only).
+ACTOR_INFERENCE = ('batched', 'numpy')
 _FLAG_DEFAULTS = original_flags.DEFAULTS
 
 
@@ -53,6 +58,7 @@ class Settings:
   reconnect_timeout_s: float = 600.
   distribution_strategy: str = 'default'
   checkpoint_interval_s: float = float(CHECKPOINT_INTERVAL_S)
+  actor_inference: str = 'batched'
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -141,3 +147,10 @@ def check_settings(settings):
   if settings.distribution_strategy not in learner_lib.STRATEGIES:
     raise ValueError(f'distribution_strategy must be one of {", ".join(learner_lib.STRATEGIES)}; got '
                      f'{settings.distribution_strategy!r}.')
+  if settings.actor_inference not in ACTOR_INFERENCE:
+    raise ValueError(f'experiment.actor_inference must be one of {", ".join(ACTOR_INFERENCE)}; got '
+                     f'{settings.actor_inference!r}.')
+  if settings.actor_inference == 'numpy' and networks.configured_network() not in numpy_agent.NETWORKS:
+    raise ValueError(f"experiment.actor_inference = 'numpy' runs the shallow feed-forward agent only; "
+                     f'agent_network.network is {networks.configured_network()!r}. Set agent_network.network = '
+                     "'shallow', or experiment.actor_inference = 'batched'.")

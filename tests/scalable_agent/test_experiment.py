@@ -8,6 +8,7 @@ import json
 import os
 import time
 
+import gin
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -180,6 +181,7 @@ def test_train_refuses_a_multi_machine_job():
 
 
 def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path):
+  gin.clear_config()  # The released agent (another test's gin bindings, e.g. a parsed config, would change it).
   logdir = str(tmp_path)
   settings = settings_lib.Settings(level_name='builtin/find_object', num_actors=2, batch_size=2, unroll_length=5,
                                    num_action_repeats=1, width=12, height=12, total_environment_frames=200,
