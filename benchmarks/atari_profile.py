@@ -5,8 +5,10 @@ r"""Where an Atari training second goes: a profile of single-machine IMPALA on P
 
 For each number of actors N this runs, each in a fresh process and back to back:
   * an uninstrumented run (unless --no_baseline): `scalable_agent.experiment.train` as
-    `python run_train.py configs/impala_atari.gin --num_actors=N` runs it, frames/s from its second learner step
-    for --seconds (as benchmarks/atari_vs_sample_factory.py measures ours);
+    `python run_train.py configs/impala_atari.gin --num_actors=N --gin_param "experiment.actor_inference =
+    'batched'"` runs it (the original's batched inference, which this profile instruments; the config's NumPy
+    actors have no batching thread), frames/s from its second learner step for --seconds (as
+    benchmarks/atari_vs_sample_factory.py measures ours);
   * the same run instrumented. Nothing in scalable_agent/ is changed: public methods are wrapped at run time in this
     process with `time.perf_counter()` (wall) and `time.thread_time()` (the calling thread's CPU) accumulators:
       - the actor's policy call (`dynamic_batching.BatchedFunction.__call__`: the agent's step, waiting for the
@@ -348,7 +350,8 @@ def _settings(num_actors):
   from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
   gin.add_config_file_search_path(os.path.join(REPO_ROOT, 'configs'))
   gin.parse_config_files_and_bindings([os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
-                                      [f'experiment.num_actors = {num_actors}'])
+                                      [f'experiment.num_actors = {num_actors}',
+                                       "experiment.actor_inference = 'batched'"])
   return settings_lib.Settings(**{name: experiment.bound_value(name)
                                   for name in settings_lib.Settings.__dataclass_fields__})
 
