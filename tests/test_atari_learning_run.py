@@ -163,3 +163,25 @@ def test_stop_interrupted_by_a_closed_terminal_leaves_the_learner_stopping(tmp_p
   finally:
     learner.kill()
     learner.wait()
+
+
+def test_compare_curves_reads_each_run_at_the_same_frames_and_draws_them(tmp_path):
+  header = 'frames,training_hours,episode_return,mean_last_100\n'
+  (tmp_path / 'a.csv').write_text(header + '1000,0.010,-21,-21.000\n3000,0.030,-19,-20.000\n5000,0.050,-17,-19.000\n')
+  (tmp_path / 'b.csv').write_text(header + '2000,0.020,-20,-20.000\n6000,0.040,-10,-15.000\n')
+  (tmp_path / 'bad.csv').write_text('frames,return\n1,2\n')
+  script = os.path.join(REPO, 'scripts', 'compare_atari_curves.py')
+  png = tmp_path / 'compare.png'
+  result = subprocess.run([sys.executable, script, str(tmp_path / 'a.csv'), str(tmp_path / 'b.csv'), '--labels', 'A',
+                           'B', '--at', '500,3000,6000', '--upto', '5000', '--output', str(png)],
+                          capture_output=True, text=True, timeout=120, check=True)
+  lines = result.stdout.splitlines()
+  assert lines[:5] == ['| frames | A | B |', '|---:|---:|---:|', '| 500 | - | - |',
+                       '| 3,000 | -20.00 (0.03 h) | -20.00 (0.02 h) |', '| 6,000 | -19.00 (0.05 h) | -15.00 (0.04 h) |']
+  sys.path.insert(0, REPO)
+  from figures import curves  # pylint: disable=g-import-not-at-top
+  series = curves.read_png(str(png))['description']['panels'][0]['series']
+  assert [(s['label'], s['points'], s['x'], s['y']) for s in series] == [
+      ('A', 3, [1000., 5000.], [-21., -19.]), ('B', 1, [2000., 2000.], [-20., -20.])]
+  bad = subprocess.run([sys.executable, script, str(tmp_path / 'bad.csv')], capture_output=True, text=True, timeout=60)
+  assert bad.returncode == 2 and 'not a curve CSV' in bad.stderr and 'Traceback' not in bad.stderr
