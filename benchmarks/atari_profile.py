@@ -1,14 +1,14 @@
 r"""Where an Atari training second goes: a profile of single-machine IMPALA on Pong (the shallow expert).
 
   nice -n 5 python benchmarks/atari_profile.py [--actors 2,4,8] [--seconds 30] [--no_baseline] [--json FILE]
+                                               [--inference {batched,numpy}]
   python benchmarks/atari_profile.py --from_json FILE      # the tables again, from a --json file
 
 For each number of actors N this runs, each in a fresh process and back to back:
   * an uninstrumented run (unless --no_baseline): `scalable_agent.experiment.train` as
     `python run_train.py configs/impala_atari.gin --num_actors=N --gin_param "experiment.actor_inference =
-    'batched'"` runs it (the original's batched inference, which this profile instruments; the config's NumPy
-    actors have no batching thread), frames/s from its second learner step for --seconds (as
-    benchmarks/atari_vs_sample_factory.py measures ours);
+    'batched'"` runs it (the original's batched inference; --inference numpy: the config's NumPy actors),
+    frames/s from its second learner step for --seconds (as benchmarks/atari_vs_sample_factory.py measures ours);
   * the same run instrumented. Nothing in scalable_agent/ is changed: public methods are wrapped at run time in this
     process with `time.perf_counter()` (wall) and `time.thread_time()` (the calling thread's CPU) accumulators:
       - the actor's policy call (`dynamic_batching.BatchedFunction.__call__`: the agent's step, waiting for the
@@ -21,6 +21,9 @@ For each number of actors N this runs, each in a fresh process and back to back:
     Each Python thread's CPU comes from its POSIX CPU clock, the process's from `time.process_time()`, each
     environment process's from /proc/<pid>/stat and the machine's from /proc/stat, at the start and the end of the
     same steady window as the uninstrumented run (from the second learner step, --seconds long).
+  With --inference numpy the policy call wrapped is `numpy_agent.NumpyPolicy.__call__` (the forward pass in the
+  actor's own thread: its wall and CPU are the actor's); there is no batching thread and no inference batch, so the
+  inference calibration is skipped and the inference pool CPU is 0 (the table omits those rows).
 
 TensorFlow runs the inference and the learner's operations in its own thread pools, shared by both, which no Python
 wrapper sees. After the window the actors are held at their next policy call and their environments go idle; then,
@@ -142,25 +145,28 @@ class Profile:
   def snapshot_accumulators(self):
     return {name: dict(acc) for name, acc in list(self.accumulators.items())}, dict(self.batch_sizes)
 
-  def install(self):
-    """Wraps the public methods named in the module docstring (in this process only)."""
+  def install(self, inference='batched'):
+    """Wraps the public methods named in the module docstring (in this process only); the policy call wrapped is
+    `NumpyPolicy.__call__` for inference 'numpy', else `BatchedFunction.__call__`."""
     from scalable_agent import actor as actor_lib  # pylint: disable=g-import-not-at-top
     from scalable_agent import dynamic_batching  # pylint: disable=g-import-not-at-top
     from scalable_agent import environments  # pylint: disable=g-import-not-at-top
     from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
+    from scalable_agent import numpy_agent  # pylint: disable=g-import-not-at-top
     profile, clock, cpu = self, time.perf_counter, time.thread_time
 
-    original_call = self.original_call = dynamic_batching.BatchedFunction.__call__
+    policy_class = numpy_agent.NumpyPolicy if inference == 'numpy' else dynamic_batching.BatchedFunction
+    original_call = self.original_call = policy_class.__call__
 
-    def policy_call(batched, *args):
+    def policy_call(policy, *args):
       if profile.hold.is_set():
         profile.release.wait()
-      if profile.batched_function is None:
-        profile.batched_function = batched
+      if profile.batched_function is None and inference != 'numpy':
+        profile.batched_function = policy
       profile.policy_args = args
       with profile.timed('policy_wall', 'policy_cpu', 'policy_calls'):
-        return original_call(batched, *args)
-    dynamic_batching.BatchedFunction.__call__ = policy_call
+        return original_call(policy, *args)
+    policy_class.__call__ = policy_call
 
     original_get_inputs = dynamic_batching.Batcher.get_inputs
 
@@ -344,29 +350,32 @@ def calibrate_environment(settings, steps):
 # ---------------------------------------------------------------------------------------------------------------------
 # One run (in a fresh process).
 
-def _settings(num_actors):
+def _settings(num_actors, inference='batched'):
   import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top  (registers its gin names)
   from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
   gin.add_config_file_search_path(os.path.join(REPO_ROOT, 'configs'))
   gin.parse_config_files_and_bindings([os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
                                       [f'experiment.num_actors = {num_actors}',
-                                       "experiment.actor_inference = 'batched'"])
+                                       f"experiment.actor_inference = '{inference}'"])
   return settings_lib.Settings(**{name: experiment.bound_value(name)
                                   for name in settings_lib.Settings.__dataclass_fields__})
 
 
-def run(num_actors, seconds, instrument, calibration_batches=60, learner_steps=4, env_steps=400):
-  """One training run of ~seconds after its second learner step; returns a dict (frames/s and, instrumented, the
-  window's snapshots and the calibrations)."""
+def run(num_actors, seconds, instrument, inference='batched', calibration_batches=60, learner_steps=4,
+        env_steps=400):
+  """One training run of ~seconds after its second learner step, the actors' policy step as `inference` says
+  ('batched' or 'numpy'); returns a dict (frames/s and, instrumented, the window's snapshots and the calibrations:
+  none of inference batches for 'numpy')."""
   from absl import logging  # pylint: disable=g-import-not-at-top
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
-  settings = _settings(num_actors)
+  settings = _settings(num_actors, inference)
   profile = Profile() if instrument else None
   if profile:
-    profile.install()
-  marks, result = [], {'num_actors': num_actors, 'instrumented': instrument, 'cores': os.cpu_count()}
+    profile.install(inference)
+  marks, result = [], {'num_actors': num_actors, 'instrumented': instrument, 'cores': os.cpu_count(),
+                       'inference': inference}
 
   def hook(actor_threads, metrics):
     frames = int(metrics['num_environment_frames'])
@@ -380,7 +389,7 @@ def run(num_actors, seconds, instrument, calibration_batches=60, learner_steps=4
         try:
           pool, main, wall = calibrate_learner(profile, learner_steps)
           result['learner_calibration'] = dict(pool_cpu=pool, main_cpu=main, wall=wall)
-          result['inference_calibration'] = {
+          result['inference_calibration'] = {} if inference == 'numpy' else {
               b: calibrate_inference(profile, b, calibration_batches) for b in range(1, num_actors + 1)}
           cpu, wall = calibrate_environment(settings, env_steps)
           result['environment_calibration'] = dict(cpu=cpu, wall=wall)
@@ -398,15 +407,16 @@ def run(num_actors, seconds, instrument, calibration_batches=60, learner_steps=4
   return result
 
 
-def _run_in_subprocess(num_actors, seconds, instrument):
-  command = [sys.executable, os.path.abspath(__file__), '--_run', str(num_actors), '--seconds', str(seconds)]
+def _run_in_subprocess(num_actors, seconds, instrument, inference='batched'):
+  command = [sys.executable, os.path.abspath(__file__), '--_run', str(num_actors), '--seconds', str(seconds),
+             '--inference', inference]
   if not instrument:
     command.append('--_plain')
   completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False,
                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   lines = [line for line in completed.stdout.splitlines() if line.startswith('{')]
   if completed.returncode or not lines:
-    raise RuntimeError(f'the run (num_actors {num_actors}, instrumented {instrument}) failed '
+    raise RuntimeError(f'the run (num_actors {num_actors}, instrumented {instrument}, inference {inference}) failed '
                        f'({completed.returncode}):\n{completed.stderr[-3000:]}')
   return json.loads(lines[-1])
 
@@ -421,22 +431,26 @@ def main(argv=None):
   parser.add_argument('--no_baseline', action='store_true', help='skip the uninstrumented run of each N')
   parser.add_argument('--json', default=None, help='also write the raw measurements to this file')
   parser.add_argument('--from_json', default=None, help='print the tables of a file written by --json (no runs)')
+  parser.add_argument('--inference', choices=('batched', 'numpy'), default='batched',
+                      help="the actors' policy step (experiment.actor_inference): the original's batched TensorFlow "
+                           "call (default) or each actor's NumPy forward pass (the config's)")
   parser.add_argument('--_run', type=int, default=0, help=argparse.SUPPRESS)
   parser.add_argument('--_plain', action='store_true', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args._run:  # pylint: disable=protected-access
-    print(json.dumps(run(args._run, args.seconds, instrument=not args._plain)), flush=True)  # pylint: disable=protected-access
+    result = run(args._run, args.seconds, not args._plain, args.inference)  # pylint: disable=protected-access
+    print(json.dumps(result), flush=True)
     return 0
   results = []
   if args.from_json:
     with open(args.from_json) as f:
       results = [(r['num_actors'], r['baseline'], r['profiled']) for r in json.load(f)]
   for num_actors in [] if args.from_json else [int(a) for a in args.actors.split(',')]:
-    baseline = None if args.no_baseline else _run_in_subprocess(num_actors, args.seconds, instrument=False)
+    baseline = None if args.no_baseline else _run_in_subprocess(num_actors, args.seconds, False, args.inference)
     if baseline:
       print(f'{num_actors} actors, uninstrumented: {baseline["frames_per_second"]:.0f} frames/s '
             f'(load average {os.getloadavg()[0]:.1f})', flush=True)
-    profiled = _run_in_subprocess(num_actors, args.seconds, instrument=True)
+    profiled = _run_in_subprocess(num_actors, args.seconds, True, args.inference)
     print(f'{num_actors} actors, instrumented: {profiled["frames_per_second"]:.0f} frames/s '
           f'(load average {os.getloadavg()[0]:.1f})', flush=True)
     results.append((num_actors, baseline, profiled))

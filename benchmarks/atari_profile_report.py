@@ -1,5 +1,6 @@
 """The tables of benchmarks/atari_profile.py: its raw measurements of one profiled run turned into the parts of an
-agent step (wall and CPU ms per agent step, share of the cores) and printed as markdown."""
+agent step (wall and CPU ms per agent step, share of the cores) and printed as markdown. A run's `inference` (absent
+in older files: 'batched') says whether the actors' policy step went through the batching thread or NumPy."""
 
 # The accumulators of each thread in a run's measurements (atari_profile.py fills them).
 KEYS = ('policy_wall', 'policy_cpu', 'policy_calls', 'env_wall', 'env_cpu', 'env_calls', 'unroll_wall',
@@ -10,8 +11,9 @@ KEYS = ('policy_wall', 'policy_cpu', 'policy_calls', 'env_wall', 'env_cpu', 'env
 
 def analyse(result):
   """The parts of a profiled run: list of (part, wall ms per agent step per actor or None, CPU ms per agent step or
-  None, notes), and a dict of totals."""
+  None, notes), and a dict of totals. NumPy inference: no batching-thread or inference-pool row (both are 0)."""
   start, end, n = result['start'], result['end'], result['num_actors']
+  numpy = result.get('inference', 'batched') == 'numpy'
   window = end['wall'] - start['wall']
   cores = result['cores']
   acc = {}
@@ -27,7 +29,7 @@ def analyse(result):
   total_cpu = process_cpu + total_child
   batch_sizes = {int(b): c - start['batch_sizes'].get(b, 0) for b, c in end['batch_sizes'].items()}
   num_batches = sum(batch_sizes.values())
-  batcher_name = next(name for name in thread_cpu if name.startswith('batch_fn'))
+  batcher_name = next((name for name in thread_cpu if name.startswith('batch_fn')), None)  # None: NumPy inference
   batcher = acc.get(batcher_name, dict.fromkeys(KEYS, 0.))
   main = acc.get('MainThread', dict.fromkeys(KEYS, 0.))
   prefetch = acc.get('prefetch', dict.fromkeys(KEYS, 0.))
@@ -35,8 +37,9 @@ def analyse(result):
   lcal, ical, ecal = result['learner_calibration'], result['inference_calibration'], result['environment_calibration']
   inference_pool = sum(ical[str(b)]['pool_cpu'] * c for b, c in batch_sizes.items() if str(b) in ical)
   learner_pool = lcal['pool_cpu'] * learner_steps
-  policy_wall, policy_cpu, env_wall, env_cpu, unroll_wall = (
-      sum(acc[a][key] for a in actors) for key in ('policy_wall', 'policy_cpu', 'env_wall', 'env_cpu', 'unroll_wall'))
+  policy_wall, policy_cpu, policy_calls, env_wall, env_cpu, unroll_wall = (
+      sum(acc[a][key] for a in actors)
+      for key in ('policy_wall', 'policy_cpu', 'policy_calls', 'env_wall', 'env_cpu', 'unroll_wall'))
   actor_thread_cpu = sum(thread_cpu.get(a, 0.) for a in actors)
   queue_wall = sum(max(window - acc[a]['unroll_wall'], 0.) for a in actors)
   known_threads = set(actors) | {batcher_name, 'MainThread', 'prefetch'}
@@ -44,21 +47,32 @@ def analyse(result):
   ms = lambda x: 1000. * x / steps  # noqa: E731  pylint: disable=unnecessary-lambda-assignment
   mean_batch = batcher['batch_items'] / max(batcher['batches'], 1)
   learning_wall, learning_batches = batcher['compute_wall_learning'], batcher['batches_learning']
-  rows = [
-      ('inference: the policy call (wall: waiting for the batching thread included; CPU: the actor thread in it)',
-       ms(policy_wall), ms(policy_cpu),
-       f'a batch (mean {mean_batch:.2f} calls) takes {1000 * batcher["compute_wall"] / max(batcher["batches"], 1):.2f} '
-       f'ms in the batching thread: {1000 * learning_wall / max(learning_batches, 1):.2f} ms during a learner step '
-       f'({100 * learning_batches / max(batcher["batches"], 1):.0f}% of the batches), '
-       f'{1000 * (batcher["compute_wall"] - learning_wall) / max(batcher["batches"] - learning_batches, 1):.2f} ms '
-       'otherwise'),
-      ('inference: batching thread (take and stack the calls, pack, the TensorFlow call, unpack, wake the callers)',
-       None, ms(thread_cpu[batcher_name]),
-       f'{batcher["batches"] / window:.0f} batches/s; waits for calls {100 * (batcher["get_wall"] - batcher["get_cpu"]) / window:.0f}% '
-       f'of the time; get_inputs {ms(batcher["get_cpu"]):.3f} + compute {ms(batcher["compute_cpu"]):.3f} CPU ms per agent step'),
-      ('inference: TensorFlow thread pools (calibrated per batch size)', None, ms(inference_pool),
-       'alone: ' + ', '.join(f'b={b}: {1000 * ical[str(b)]["pool_cpu"]:.2f}' for b in (1, n) if str(b) in ical)
-       + ' ms pool CPU per batch'),
+  if numpy:
+    rows = [
+        ('inference: the NumPy policy step in the actor\'s thread (`NumpyPolicy.__call__`; wall and CPU: the '
+         'actor\'s)', ms(policy_wall), ms(policy_cpu),
+         f'{policy_calls / window:.0f} calls/s, {1000 * policy_wall / max(policy_calls, 1):.3f} ms wall and '
+         f'{1000 * policy_cpu / max(policy_calls, 1):.3f} ms CPU each (wall beyond CPU: waiting for a core or the '
+         'GIL)')]
+  else:
+    rows = [
+        ('inference: the policy call (wall: waiting for the batching thread included; CPU: the actor thread in it)',
+         ms(policy_wall), ms(policy_cpu),
+         f'a batch (mean {mean_batch:.2f} calls) takes '
+         f'{1000 * batcher["compute_wall"] / max(batcher["batches"], 1):.2f} '
+         f'ms in the batching thread: {1000 * learning_wall / max(learning_batches, 1):.2f} ms during a learner step '
+         f'({100 * learning_batches / max(batcher["batches"], 1):.0f}% of the batches), '
+         f'{1000 * (batcher["compute_wall"] - learning_wall) / max(batcher["batches"] - learning_batches, 1):.2f} ms '
+         'otherwise'),
+        ('inference: batching thread (take and stack the calls, pack, the TensorFlow call, unpack, wake the callers)',
+         None, ms(thread_cpu[batcher_name]),
+         f'{batcher["batches"] / window:.0f} batches/s; waits for calls '
+         f'{100 * (batcher["get_wall"] - batcher["get_cpu"]) / window:.0f}% of the time; get_inputs '
+         f'{ms(batcher["get_cpu"]):.3f} + compute {ms(batcher["compute_cpu"]):.3f} CPU ms per agent step'),
+        ('inference: TensorFlow thread pools (calibrated per batch size)', None, ms(inference_pool),
+         'alone: ' + ', '.join(f'b={b}: {1000 * ical[str(b)]["pool_cpu"]:.2f}' for b in (1, n) if str(b) in ical)
+         + ' ms pool CPU per batch')]
+  rows += [
       ('environment process: its CPU (4 ALE frames, max-pool, grey, resize, stack; its end of the pipe)',
        1000. * total_child / steps, 1000. * total_child / steps,
        f'one step alone in-process: {1000 * ecal["cpu"]:.3f} ms CPU (the rest: its pickling, pipe, loop, '
@@ -75,7 +89,8 @@ def analyse(result):
        ms(main['learner_cpu'] + learner_pool),
        f'{learner_steps / window:.2f} steps/s, {1000 * main["learner_wall"] / max(learner_steps, 1):.0f} ms wall each; '
        f'alone: {1000 * lcal["wall"]:.0f} ms wall, {1000 * (lcal["pool_cpu"] + lcal["main_cpu"]):.0f} ms CPU'),
-      ('learner loop: metrics, episodes, summaries (main thread outside the step)', None,
+      ('learner loop: metrics, episodes, summaries' + (', the NumPy actors\' parameter copy' if numpy else '')
+       + ' (main thread outside the step)', None,
        ms(thread_cpu['MainThread'] - main['learner_cpu']), ''),
       ('other Python threads', None, ms(other_threads), ''),
   ]
@@ -90,7 +105,7 @@ def analyse(result):
                 frames_per_second=result['frames_per_second'], total_cpu=total_cpu, process_cpu=process_cpu,
                 children_cpu=total_child, parts_cpu=parts, unaccounted=unaccounted,
                 wall_per_step=window * n / steps, batch_sizes=batch_sizes, num_batches=num_batches,
-                mean_batch=mean_batch, cores=cores,
+                mean_batch=None if numpy else mean_batch, cores=cores, numpy=numpy,
                 machine_busy_share=machine_busy / machine_total if machine_total else float('nan'),
                 inference_pool=inference_pool, learner_pool=learner_pool, queue_wall=queue_wall,
                 policy_wall_per_step=ms(policy_wall))
@@ -101,7 +116,8 @@ def format_table(result, baseline=None):
   rows, t = analyse(result)
   n, cores, window, steps = result['num_actors'], t['cores'], t['window'], t['steps']
   share = lambda cpu_ms: f'{100 * cpu_ms * steps / 1000 / window / cores:.1f}%'  # noqa: E731
-  lines = [f'### {n} actors: {t["frames_per_second"]:.0f} frames/s instrumented'
+  lines = [f'### {n} actors{", NumPy inference" if t["numpy"] else ""}: {t["frames_per_second"]:.0f} frames/s '
+           'instrumented'
            + (f', {baseline["frames_per_second"]:.0f} uninstrumented (instrumented / uninstrumented = '
               f'{t["frames_per_second"] / baseline["frames_per_second"]:.2f})' if baseline else '')
            + f'; {t["agent_steps_per_second"]:.0f} agent steps/s over {window:.0f} s',
@@ -120,9 +136,15 @@ def format_table(result, baseline=None):
   lines.append(f'| other processes on the machine (/proc/stat busy minus ours) | | | '
                f'{100 * (t["machine_busy_share"] - ours):.1f}% | |')
   lines.append(f'| idle | | | {max(0., 100 * (1 - t["machine_busy_share"])):.1f}% | |')
+  sanity = (f'Sanity: the parts add up to {100 * t["parts_cpu"] / t["total_cpu"]:.1f}% of the measured CPU (process '
+            '+ children).')
+  if t['numpy']:
+    lines += ['', 'NumPy inference (experiment.actor_inference = \'numpy\'): each actor\'s forward pass runs in its '
+              'own thread, with no batching thread, no inference batch and no inference calibration; the rows of the '
+              'batching thread and of the inference\'s TensorFlow pools are omitted (both 0). ' + sanity]
+    return '\n'.join(lines)
   hist = ', '.join(f'{b}: {100 * c / t["num_batches"]:.0f}%' for b, c in sorted(t['batch_sizes'].items()))
-  lines += ['', f'Inference batches: mean {t["mean_batch"]:.2f} calls; sizes {hist}. Sanity: the parts add up to '
-            f'{100 * t["parts_cpu"] / t["total_cpu"]:.1f}% of the measured CPU (process + children).']
+  lines += ['', f'Inference batches: mean {t["mean_batch"]:.2f} calls; sizes {hist}. ' + sanity]
   ical = result['inference_calibration']
   lines.append('Inference alone, per batch of b calls (pool CPU / batching-thread CPU / callers\' CPU / wall, ms): '
                + '; '.join(f'b={b}: {1000 * c["pool_cpu"]:.2f} / {1000 * c["batching_thread_cpu"]:.2f} / '
