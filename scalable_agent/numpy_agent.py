@@ -136,8 +136,7 @@ def forward(weights, frame):
   """
   w1, b1, k1, w2, b2, k2, linear_w, linear_b, logits_w, logits_b, baseline_w, baseline_b = weights
   (_, _, stride1), (_, _, stride2) = networks.SHALLOW_CONVS
-  x = np.asarray(frame, dtype=np.float32)
-  x /= 255.
+  x = np.asarray(frame, dtype=np.float32) / np.float32(255.)  # A new array, as the agent's cast and division.
   x = np.maximum(_conv(x, w1, b1, k1, stride1), 0.)
   x = np.maximum(_conv(x, w2, b2, k2, stride2), 0.)
   x = x.reshape(x.shape[0], -1) @ linear_w
