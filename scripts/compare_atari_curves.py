@@ -3,8 +3,9 @@ windowed mean returns at the same frames.
 
   python scripts/compare_atari_curves.py \
       docs/results/impala_atari_pong_curve.csv docs/results/impala_atari_pong_curve_run2.csv \
-      docs/results/impala_atari_pong_curve_numpy.csv --labels "run 1" "run 2" "NumPy actors" \
-      --upto 10000000 --at 2500000,5000000,7500000,10000000 --output docs/results/impala_atari_pong_compare.png
+      docs/results/impala_atari_pong_curve_numpy_actors.csv --labels "run 1" "run 2" "NumPy actors" \
+      --upto 10000000 --at 2500000,5000000,7500000,10000000 \
+      --output docs/results/impala_atari_pong_numpy_actors_compare.png
 
 Prints a markdown table: one row per frame count of --at, one column per run, each the run's mean of the last 100
 episodes (its CSV's `mean_last_100`) at the last episode that ended at or before those frames, and the training hours
