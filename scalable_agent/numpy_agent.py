@@ -47,7 +47,10 @@ def _openblas_thread_functions():
   except OSError:
     return None
   for path in paths:
-    library = ctypes.CDLL(path)
+    try:
+      library = ctypes.CDLL(path)  # Already loaded: this only finds it.
+    except OSError:
+      continue
     for suffix in ('64_', ''):
       get = getattr(library, f'openblas_get_num_threads{suffix}', None)
       set_ = getattr(library, f'openblas_set_num_threads{suffix}', None)
