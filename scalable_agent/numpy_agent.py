@@ -38,7 +38,7 @@ _VARIABLES = ('agent/torso/convnet/conv_2d/w', 'agent/torso/convnet/conv_2d/b',
               'agent/baseline/w', 'agent/baseline/b')
 
 
-def _openblas_thread_functions():
+def openblas_thread_functions():
   """(get, set) of the OpenBLAS that NumPy loaded in this process (its 64-bit-integer builds suffix the names with
   `64_`); None where NumPy uses another BLAS or the platform has no /proc/self/maps."""
   try:
@@ -66,7 +66,7 @@ def single_threaded_blas():
   Each actor's products are small (a batch of one frame); OpenBLAS would split them over its threads and spend
   more CPU waiting for them (0.5 against 0.3 ms per step on 2 cores) than it saves. Other BLAS builds: no change.
   """
-  functions = _openblas_thread_functions()
+  functions = openblas_thread_functions()
   if functions is None:
     yield
     return

@@ -81,7 +81,7 @@ def test_sampling_follows_the_softmax_and_its_seed():
 
 
 def test_blas_runs_on_one_thread_inside_and_as_before_after():
-  functions = numpy_agent._openblas_thread_functions()  # pylint: disable=protected-access
+  functions = numpy_agent.openblas_thread_functions()
   assert functions is not None, 'NumPy from the pinned wheels uses OpenBLAS'
   get, set_ = functions
   set_(2)
@@ -108,7 +108,7 @@ def test_other_networks_and_values_are_refused_with_the_fix():
 
 def test_actor_policies_one_per_actor_refreshed_after_each_learner_step():
   agent = _agent_with_random_parameters()
-  get, set_ = numpy_agent._openblas_thread_functions()  # pylint: disable=protected-access
+  get, set_ = numpy_agent.openblas_thread_functions()
   set_(2)
   settings = settings_lib.Settings(num_actors=3, seed=4, actor_inference='numpy')
   policies, after_step, close = actor_lib.actor_policies(settings, agent)
@@ -141,7 +141,7 @@ def test_single_machine_training_with_numpy_actors(tmp_path):
   gin.clear_config()
   with gin.unlock_config():
     gin.bind_parameter('agent_network.network', 'shallow')
-  get, set_ = numpy_agent._openblas_thread_functions()  # pylint: disable=protected-access
+  get, set_ = numpy_agent.openblas_thread_functions()
   set_(2)
   threads = []
   settings = settings_lib.Settings(level_name='builtin/find_object', num_actors=2, batch_size=2, unroll_length=5,
