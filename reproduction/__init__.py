@@ -11,8 +11,10 @@ Modules, one job each, in import order: a module imports only modules listed abo
               policy over all seeds
   heldout     the held-out view beside Table 1: which policies are evaluated again, and their statistics
   summary     `aggregate` (everything reported, JSON-ready) and its text lines
+  report      an aggregate's views as Markdown tables (ours in every view; one row per seed)
   plot        the PNG of an aggregate
-  outputs     the aggregate as files (per_seed.csv, curves.csv, table1.csv, heldout.csv, summary.json, the PNG)
+  outputs     the aggregate as files (per_seed.csv, curves.csv, table1.csv, heldout.csv, table.md, summary.json,
+              the PNG)
   progress    where a seed's training stands: its progress file, else its checkpoints
   processes   the kit's processes: started and recorded, found by the holders of their directories' locks, stopped
   seeds       one seed's job (`SeedSpec`, `SeedJob`, `run_seed`): train, evaluate every policy, the held-out policies

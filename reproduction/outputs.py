@@ -1,5 +1,5 @@
-"""The aggregate as files: per_seed.csv, curves.csv, table1.csv, heldout.csv, summary.json and the PNG, each
-replaced atomically (a reader sees the old file or the new one)."""
+"""The aggregate as files: per_seed.csv, curves.csv, table1.csv, heldout.csv, table.md, summary.json and the PNG,
+each replaced atomically (a reader sees the old file or the new one)."""
 
 import csv
 import io
@@ -7,6 +7,7 @@ import json
 import os
 
 from reproduction import plot
+from reproduction import report
 
 # The columns of per_seed.csv (write_outputs; read back by --results_from, `plan.load_per_seed_csv`).
 PER_SEED_FIELDS = ('seed', 'mode', 'goal', 'step', 'success_rate', 'mean_final_distance', 'num_episodes')
@@ -81,6 +82,7 @@ def write_outputs(result, out_dir, name):
     beside it (`HELDOUT_COLUMNS`: IQM and 95% interval of the Table 1 values; the held-out best and final policies'
     mean, s.e., IQM and interval; the seeds reaching `heldout.SUCCESS_THRESHOLD`);
   * `heldout.csv`: the held-out evaluations (`HELDOUT_FIELDS`; read back by `--results_from` beside per_seed.csv);
+  * `table.md`: ours in every view and one row per seed, as Markdown tables (`report`), for a results page;
   * `summary.json`: the whole result;
   * `<name>.png`: `plot.draw_png`.
 
@@ -122,6 +124,8 @@ def write_outputs(result, out_dir, name):
       ('heldout.csv', list(HELDOUT_FIELDS), _heldout_rows(result))):
     paths[file] = os.path.join(out_dir, file)
     _atomic_write(paths[file], _csv_text(fields, rows))
+  paths['table.md'] = os.path.join(out_dir, 'table.md')
+  _atomic_write(paths['table.md'], '\n'.join(report.views_table(result) + [''] + report.seeds_table(result)) + '\n')
   paths['summary.json'] = os.path.join(out_dir, 'summary.json')
   _atomic_write(paths['summary.json'], json.dumps(result, indent=1) + '\n')
   paths['png'] = os.path.join(out_dir, f'{name}.png')

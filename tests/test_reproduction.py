@@ -23,6 +23,7 @@ from reproduction import heldout
 from reproduction import outputs
 from reproduction import progress
 from reproduction import protocol
+from reproduction import report
 from reproduction import results
 from reproduction import statistics
 from reproduction import summary
@@ -449,3 +450,61 @@ def test_rliable_iqm_and_interval_against_numpy():
   statistics.iqm_interval([0.1, 0.2], reps=50, seed=1)
   assert np.array_equal(np.random.get_state()[1], state[1])  # the global generator is left as it was
   assert statistics.iqm_interval([]) is None
+
+
+def test_markdown_tables_hand_worked(seed_rows, tmp_path):
+  """Within 150k, eval3: as selected 0.9, 0.7, 0.0 (mean 0.5333; s.e. sqrt(0.44667 / 2) / sqrt(3) = 0.2728); held
+  out, the best policies 0.8, 0.55, 0.0 (0.45 ± 0.2363) and the final ones 0.8, 0.45 (seed 2 has none: 0.625 ±
+  0.175); 2 of 3 held-out bests reach 0.5; the mean curve 0.033, 0.367, 0.7 (seeds 0 and 1 at 150k): its peak 0.70 at
+  150k. Seeds 0 and 1 are evaluated up to 150k, seed 2 only to 100k. With 3 seeds the IQM is the mean."""
+  result = summary.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
+
+  def interval(values):
+    _, low, high = statistics.iqm_interval(values)
+    return f'[{low:.2f}, {high:.2f}]'
+
+  views = report.views_table(result)
+  assert views[2:] == [
+      f'| ours | best policy within 150k, as selected (50 episodes; Table 1 view) | 3, 2 complete | '
+      f'0.53 ± 0.27 (IQM 0.53 {interval([0.9, 0.7, 0.0])}) |',
+      f'| ours | best policy, held out (100 episodes, evaluation seed 1000) | 3 | '
+      f'0.45 ± 0.24 (IQM 0.45 {interval([0.8, 0.55, 0.0])}) |',
+      # 0.625 is exact and prints as 0.62 (ties to even); the s.e. in floats is 0.17500000000000002: 0.18.
+      f'| ours | final policy (150k), held out | 2 of 3 | 0.62 ± 0.18 (IQM 0.62 {interval([0.8, 0.45])}) |',
+      '| ours | seeds whose held-out best reaches 0.5 | 3 | 2 of 3 |',
+      '| ours | peak of the mean curve (Figure 4 view) | 3 | 0.70 at 150k |']
+  assert report.seeds_table(result)[2:] == [
+      '| 0 | 0.90 (150k) | 0.80 | 0.80 |',
+      '| 1 | 0.70 (100k) | 0.55 | 0.45 |',
+      '| 2 | 0.00 (50k; evaluated to 100k so far) | 0.00 | - |']
+  # The same tables from summary.json (seed keys are strings there), and in the kit's table.md.
+  paths = outputs.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
+  with open(paths['summary.json']) as f:
+    again = json.load(f)
+  assert (report.views_table(again), report.seeds_table(again)) == (views, report.seeds_table(result))
+  with open(paths['table.md']) as f:
+    assert f.read() == '\n'.join(views + [''] + report.seeds_table(result)) + '\n'
+  # A seed with no evaluation yet, and no held-out evaluations at all.
+  rows = {**seed_rows, 3: []}
+  bare = summary.aggregate(rows, PROTOCOL, BUDGET)
+  assert report.views_table(bare)[3:5] == [
+      '| ours | best policy, held out (100 episodes, evaluation seed 1000) | 0 of 4 | n/a |',
+      '| ours | final policy (150k), held out | 0 of 4 | n/a |']
+  assert report.seeds_table(bare)[-1] == '| 3 | not evaluated yet | - | - |'
+
+
+# The committed aggregates behind the results page's HIRO tables (docs/results.md).
+RESULTS_PAGE_AGGREGATES = ('ant_maze', 'ant_push/five_seeds', 'ant_fall/five_seeds')
+
+
+@pytest.mark.parametrize('aggregate', RESULTS_PAGE_AGGREGATES)
+def test_results_page_shows_the_committed_aggregates(aggregate):
+  """docs/results.md carries each task's tables exactly as the kit renders them from the committed summary.json, so
+  the page cannot drift from the data."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, 'docs', 'reproduction', aggregate, 'summary.json')) as f:
+    result = json.load(f)
+  with open(os.path.join(root, 'docs', 'results.md'), encoding='utf-8') as f:
+    page = f.read()
+  for table in (report.views_table(result), report.seeds_table(result)):
+    assert '\n'.join(table[2:]) in page, f'docs/results.md does not show {aggregate}/summary.json\'s table'
