@@ -17,16 +17,6 @@ def _seeds(count, of):
   return f'{count} of {of}' if count != of else f'{count}'
 
 
-def _statistics(stats):
-  """'0.61 ± 0.14 (IQM 0.61 [0.46, 0.90])', '0.86' (one seed) or 'n/a'."""
-  if not stats or stats['mean'] is None:
-    return 'n/a'
-  if stats['seeds'] < 2:
-    return f'{stats["mean"]:.2f}'
-  return (f'{stats["mean"]:.2f} ± {stats["se"]:.2f} (IQM {stats["iqm"]:.2f} '
-          f'[{stats["iqm_low"]:.2f}, {stats["iqm_high"]:.2f}])')
-
-
 def views_table(result):
   """Markdown lines: header, then ours in every view of the headline mode, with the number of seeds behind each.
 
@@ -44,10 +34,11 @@ def views_table(result):
           if f4['peak_step'] is not None else 'n/a')
   rows = [
       (f'best policy within {budget}, as selected ({episodes} episodes; Table 1 view)',
-       _seeds(t1['seeds'], seeds) + incomplete, _statistics(view['selection'])),
+       _seeds(t1['seeds'], seeds) + incomplete, summary.format_statistics(view['selection'], markdown=True)),
       (f'best policy, held out ({view["episodes"]} episodes, evaluation seed {view["eval_seed"]})',
-       _seeds(view['best']['seeds'], seeds), _statistics(view['best'])),
-      (f'final policy ({budget}), held out', _seeds(view['final']['seeds'], seeds), _statistics(view['final'])),
+       _seeds(view['best']['seeds'], seeds), summary.format_statistics(view['best'], markdown=True)),
+      (f'final policy ({budget}), held out', _seeds(view['final']['seeds'], seeds),
+       summary.format_statistics(view['final'], markdown=True)),
       (f'seeds whose held-out best reaches {reach["threshold"]:g}', _seeds(reach['seeds'], seeds),
        f'{reach["count"]} of {reach["seeds"]}' if reach['seeds'] else 'n/a'),
       ('peak of the mean curve (Figure 4 view)', _seeds(t1['seeds'], seeds), peak),
@@ -57,7 +48,8 @@ def views_table(result):
 
 def seeds_table(result):
   """Markdown lines: header, then one row per seed: its best policy within the budget as selected (success and
-  step; for a seed still training, how far it has been evaluated), and the held-out success of that policy and of its final one ('-': not evaluated)."""
+  step; for a seed still training, how far it has been evaluated), and the held-out success of that policy and of
+  its final one ('-': not evaluated)."""
   budget = summary.steps_label(result['budget'])
   per_seed = result['heldout']['per_seed']
   table1 = {str(seed): best for seed, best in result['modes'][result['primary_mode']]['table1']['per_seed'].items()}

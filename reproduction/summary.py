@@ -59,15 +59,17 @@ def format_mean_se(mean, se, digits=2):
   return f'{mean:.{digits}f} +- {se:.{digits}f}'
 
 
-def format_statistics(stats, digits=2):
-  """'0.80 +- 0.10 (IQM 0.83, 95% CI 0.52-1.00)' of a `statistics.seed_statistics` dict, '0.80' for one seed, or
-  'n/a'."""
+def format_statistics(stats, digits=2, markdown=False):
+  """'0.80 +- 0.10 (IQM 0.83, 95% CI 0.52-1.00)' of a `statistics.seed_statistics` dict (markdown: '0.80 ± 0.10 (IQM
+  0.83 [0.52, 1.00])'), '0.80' for one seed, or 'n/a'."""
   if not stats or stats['mean'] is None:
     return 'n/a'
   if stats['seeds'] < 2:
     return f'{stats["mean"]:.{digits}f}'
-  return (f'{format_mean_se(stats["mean"], stats["se"], digits)} (IQM {stats["iqm"]:.{digits}f}, 95% CI '
-          f'{stats["iqm_low"]:.{digits}f}-{stats["iqm_high"]:.{digits}f})')
+  low, high = f'{stats["iqm_low"]:.{digits}f}', f'{stats["iqm_high"]:.{digits}f}'
+  if markdown:
+    return f'{stats["mean"]:.{digits}f} ± {stats["se"]:.{digits}f} (IQM {stats["iqm"]:.{digits}f} [{low}, {high}])'
+  return f'{format_mean_se(stats["mean"], stats["se"], digits)} (IQM {stats["iqm"]:.{digits}f}, 95% CI {low}-{high})'
 
 
 def summary_lines(result):
