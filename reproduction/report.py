@@ -5,6 +5,7 @@ Both take `summary.aggregate`'s result, or the same read back from `summary.json
 Success rates are fractions in [0, 1]; steps are environment steps.
 """
 
+from reproduction import statistics
 from reproduction import summary
 
 VIEWS_HEADER = ('| source | statistic | seeds | success |', '|---|---|---|---|')
@@ -22,7 +23,8 @@ def views_table(result):
 
   Rows: the Table 1 view (each seed's best policy within the budget as selected on the evaluation episodes, mean ±
   s.e., the IQM and its 95% stratified-bootstrap interval); the best and the final policy evaluated again on the
-  held-out episodes; the seeds whose held-out best reaches the threshold; the peak of the mean curve."""
+  held-out episodes; the seeds whose best reaches the threshold, as selected and held out; the peak of the mean
+  curve."""
   mode = result['primary_mode']
   entry, view = result['modes'][mode], result['heldout']
   budget, seeds = summary.steps_label(result['budget']), len(result['seeds'])
@@ -30,6 +32,8 @@ def views_table(result):
   episodes = result['protocol']['eval_episodes']
   incomplete = f', {t1["complete"]} complete' if t1['complete'] < t1['seeds'] else ''
   reach = view['reaching']
+  selected = statistics.seeds_reaching([v['best_selection'] for v in view['per_seed'].values()
+                                        if v['best_selection'] is not None], reach['threshold'])
   peak = (f'{f4["peak_success_mean"]:.2f} at {summary.steps_label(f4["peak_step"])}'
           if f4['peak_step'] is not None else 'n/a')
   rows = [
@@ -39,6 +43,8 @@ def views_table(result):
        _seeds(view['best']['seeds'], seeds), summary.format_statistics(view['best'], markdown=True)),
       (f'final policy ({budget}), held out', _seeds(view['final']['seeds'], seeds),
        summary.format_statistics(view['final'], markdown=True)),
+      (f'seeds whose best as selected reaches {reach["threshold"]:g}', _seeds(selected['seeds'], seeds),
+       f'{selected["count"]} of {selected["seeds"]}' if selected['seeds'] else 'n/a'),
       (f'seeds whose held-out best reaches {reach["threshold"]:g}', _seeds(reach['seeds'], seeds),
        f'{reach["count"]} of {reach["seeds"]}' if reach['seeds'] else 'n/a'),
       ('peak of the mean curve (Figure 4 view)', _seeds(t1['seeds'], seeds), peak),
