@@ -125,7 +125,7 @@ def write_outputs(result, out_dir, name):
     paths[file] = os.path.join(out_dir, file)
     _atomic_write(paths[file], _csv_text(fields, rows))
   paths['table.md'] = os.path.join(out_dir, 'table.md')
-  _atomic_write(paths['table.md'], '\n'.join(report.views_table(result) + [''] + report.seeds_table(result)) + '\n')
+  _atomic_write(paths['table.md'], report.markdown(result))
   paths['summary.json'] = os.path.join(out_dir, 'summary.json')
   _atomic_write(paths['summary.json'], json.dumps(result, indent=1) + '\n')
   paths['png'] = os.path.join(out_dir, f'{name}.png')

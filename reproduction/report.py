@@ -18,6 +18,11 @@ def _seeds(count, of):
   return f'{count} of {of}' if count != of else f'{count}'
 
 
+def _reaching(reach):
+  """'2 of 3' of a `statistics.seeds_reaching` dict, 'n/a' without seeds."""
+  return f'{reach["count"]} of {reach["seeds"]}' if reach['seeds'] else 'n/a'
+
+
 def views_table(result):
   """Markdown lines: header, then ours in every view of the headline mode, with the number of seeds behind each.
 
@@ -44,9 +49,8 @@ def views_table(result):
       (f'final policy ({budget}), held out', _seeds(view['final']['seeds'], seeds),
        summary.format_statistics(view['final'], markdown=True)),
       (f'seeds whose best as selected reaches {reach["threshold"]:g}', _seeds(selected['seeds'], seeds),
-       f'{selected["count"]} of {selected["seeds"]}' if selected['seeds'] else 'n/a'),
-      (f'seeds whose held-out best reaches {reach["threshold"]:g}', _seeds(reach['seeds'], seeds),
-       f'{reach["count"]} of {reach["seeds"]}' if reach['seeds'] else 'n/a'),
+       _reaching(selected)),
+      (f'seeds whose held-out best reaches {reach["threshold"]:g}', _seeds(reach['seeds'], seeds), _reaching(reach)),
       ('peak of the mean curve (Figure 4 view)', _seeds(t1['seeds'], seeds), peak),
   ]
   return list(VIEWS_HEADER) + [f'| {SOURCE} | {a} | {b} | {c} |' for a, b, c in rows]
@@ -71,3 +75,8 @@ def seeds_table(result):
     lines.append(f'| {seed} | {seed_view["best_selection"]:.2f} ({summary.steps_label(seed_view["best_step"])}'
                  f'{so_far}) | {held[0]} | {held[1]} |')
   return lines
+
+
+def markdown(result):
+  """The text of `table.md`: `views_table`, a blank line, `seeds_table`."""
+  return '\n'.join(views_table(result) + [''] + seeds_table(result)) + '\n'
