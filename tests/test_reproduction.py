@@ -494,20 +494,3 @@ def test_markdown_tables_hand_worked(seed_rows, tmp_path):
       '| ours | seeds whose best as selected reaches 0.5 | 3 of 4 | 2 of 3 |',
       '| ours | seeds whose held-out best reaches 0.5 | 0 of 4 | n/a |']
   assert report.seeds_table(bare)[-1] == '| 3 | not evaluated yet | - | - |'
-
-
-# The committed aggregates behind the results page's HIRO tables (docs/results.md).
-RESULTS_PAGE_AGGREGATES = ('ant_maze', 'ant_push/five_seeds', 'ant_fall/five_seeds')
-
-
-@pytest.mark.parametrize('aggregate', RESULTS_PAGE_AGGREGATES)
-def test_results_page_shows_the_committed_aggregates(aggregate):
-  """docs/results.md carries each task's tables exactly as the kit renders them from the committed summary.json, so
-  the page cannot drift from the data."""
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  with open(os.path.join(root, 'docs', 'reproduction', aggregate, 'summary.json')) as f:
-    result = json.load(f)
-  with open(os.path.join(root, 'docs', 'results.md'), encoding='utf-8') as f:
-    page = f.read()
-  for table in (report.views_table(result), report.seeds_table(result)):
-    assert '\n'.join(table[2:]) in page, f'docs/results.md does not show {aggregate}/summary.json\'s table'
