@@ -37,7 +37,8 @@ EVAL_SELECTION_PARAMS = ('checkpoint_path', 'checkpoint_range', 'eval_interval_s
 CONTINUATION_PARAMS = (
     'train_uvf.num_episodes_train', 'train_uvf.save_interval_secs', 'train_uvf.save_summaries_secs',
     'train_uvf.log_every_n_steps', 'train_uvf.save_policy_every_n_steps', 'train_uvf.save_policy_interval_secs',
-    'experiment.total_environment_frames', 'experiment.checkpoint_interval_s')
+    'experiment.total_environment_frames', 'experiment.checkpoint_interval_s',
+    'experiment.checkpoint_keep_every_frames')
 # IMPALA's learning rate decays linearly to 0 at total_environment_frames: a new total changes the decay's horizon.
 DECAY_HORIZON_PARAM = 'experiment.total_environment_frames'
 # Bindings that do not make another configuration.

@@ -13,11 +13,13 @@ does about it (docs/design/reliability.md):
 * a save was interrupted (a kill, a full disk): `remove_partial_saves` deletes the `<name>-<n>_temp` folders and
   `checkpoint.tmp*` files it left;
 * where a run resumes: `newest_readable` (changes nothing) and `resume` (the whole procedure: clean-up, scan,
-  refusal of a directory it cannot resume, set-aside, index rebuild).
+  refusal of a directory it cannot resume, set-aside, index rebuild);
+* a checkpoint to keep beyond the manager's rotation (say one every 20M frames, to test later): `keep` links or
+  copies its files into a folder of their own, whole or not at all.
 
 Paths are local paths or URLs of a TensorFlow file system (gs://, ...). Local files are scanned with the standard
 library, so that listing checkpoints does not load TensorFlow; reading a checkpoint, the index file, and any URL
-load it (inside the functions that need it). Checkpoints are read, never written, here: the format of what they hold
+load it (inside the functions that need it). Checkpoints are read or copied whole, never written, here: the format of what they hold
 is the systems' (`uvf.checkpoints`, `scalable_agent.checkpoints`).
 """
 
@@ -270,6 +272,48 @@ def add_to_index(prefix) -> None:
   lines = [f'model_checkpoint_path: "{paths[-1]}"'] + [f'all_model_checkpoint_paths: "{p}"' for p in paths]
   with tf.io.gfile.GFile(os.path.join(directory, INDEX_FILE), 'w') as f:
     f.write('\n'.join(lines) + '\n')
+
+
+def keep(prefix, directory) -> str:
+  """Keeps the complete checkpoint `prefix` as `<directory>/<its name>` (`directory` made if needed), out of reach of
+  the rotation that deletes old checkpoints: hard links where the file system allows them (no space used), else
+  copies. The files go into `<directory>.tmp`, which is then renamed: `directory` holds the whole checkpoint or does
+  not exist. Returns the kept prefix.
+
+  Raises:
+    FileExistsError: `directory` exists already (a kept checkpoint is never overwritten).
+    ValueError: `prefix` is not a complete checkpoint.
+    OSError (or a TensorFlow error for URLs): the copy failed; `<directory>.tmp` is removed.
+  """
+  prefix, directory = os.fspath(prefix), os.fspath(directory).rstrip('/')
+  shards = complete_shards(prefix)
+  if shards is None:
+    raise ValueError(f'{prefix} is not a complete checkpoint (its .index file and every data shard); nothing kept.')
+  if _exists(directory):
+    raise FileExistsError(f'{directory} exists already; a kept checkpoint is never overwritten.')
+  temporary = directory + '.tmp'
+  if _exists(temporary):  # what an interrupted keep left
+    _remove(temporary)
+  try:
+    if _is_url(temporary):
+      gfile = _tf().io.gfile
+      gfile.makedirs(temporary)
+      for path in [prefix + '.index'] + shards:
+        gfile.copy(path, os.path.join(temporary, os.path.basename(path)))
+    else:
+      os.makedirs(temporary)
+      for path in [prefix + '.index'] + shards:
+        target = os.path.join(temporary, os.path.basename(path))
+        try:
+          os.link(path, target)
+        except OSError:  # another file system, or one without hard links
+          shutil.copy2(path, target)
+    _rename(temporary, directory)
+  except BaseException:
+    if _exists(temporary):
+      _remove(temporary)
+    raise
+  return os.path.join(directory, os.path.basename(prefix))
 
 
 # ----------------------------------------------------------------------------------------------------------------------

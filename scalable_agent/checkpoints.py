@@ -80,6 +80,38 @@ def make_checkpoint_manager(directory, agent, optimizer=None, num_environment_fr
   return _FrameNumberedCheckpointManager(checkpoint, directory, max_to_keep, num_environment_frames)
 
 
+KEPT_DIR = 'kept'  # <logdir>/kept/<frames>/model.ckpt-<frames>: checkpoints kept beyond the rotation
+
+
+def kept_checkpoints(logdir):
+  """[(frames, prefix)] of the checkpoints kept in `<logdir>/kept/` (`keep_checkpoint`), by frames."""
+  kept = []
+  root = os.path.join(logdir, KEPT_DIR)
+  for name in (tf.io.gfile.listdir(root) if tf.io.gfile.isdir(root) else []):
+    name = name.rstrip('/')
+    for frames, prefix in run_checkpoints.list_checkpoints(os.path.join(root, name)):
+      if name == str(frames):
+        kept.append((frames, prefix))
+  return sorted(kept)
+
+
+def keep_checkpoint(prefix, logdir):
+  """Keeps the checkpoint `prefix` (`<logdir>/model.ckpt-<frames>`) as `<logdir>/kept/<frames>/model.ckpt-<frames>`
+  (hard links, else copies: `rundir.checkpoints.keep`), out of reach of the manager's rotation; test mode scores it
+  with `--logdir <logdir>/kept/<frames>`. Returns the kept prefix.
+
+  Raises:
+    rundir.errors.RunDirectoryError: the copy failed (disk full, permission); nothing half-kept remains.
+  """
+  frames = run_checkpoints.step_of(prefix)
+  directory = os.path.join(logdir, KEPT_DIR, str(frames))
+  try:
+    return run_checkpoints.keep(prefix, directory)
+  except (tf.errors.OpError, OSError) as e:
+    raise storage.storage_error(e, directory, 'a kept checkpoint', needed=run_checkpoints.checkpoint_bytes(prefix),
+                                intact=prefix) from None
+
+
 def restore_latest(manager):
   """Restores the newest readable checkpoint of the manager's directory, if any; returns its path or None (a fresh
   directory: nothing restored).

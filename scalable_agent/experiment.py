@@ -98,7 +98,8 @@ def experiment(logdir,
                reconnect_timeout_s=_DEFAULT.reconnect_timeout_s,
                distribution_strategy=_DEFAULT.distribution_strategy,
                checkpoint_interval_s=_DEFAULT.checkpoint_interval_s,
-               actor_inference=_DEFAULT.actor_inference):
+               actor_inference=_DEFAULT.actor_inference,
+               checkpoint_keep_every_frames=_DEFAULT.checkpoint_keep_every_frames):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
@@ -140,6 +141,10 @@ def experiment(logdir,
       actors' pending steps in one TensorFlow call on the learner's variables) or 'numpy' (each actor in its own
       thread, in NumPy, on a copy of the parameters made after each learner step; the shallow feed-forward agent
       only; `scalable_agent.numpy_agent`). The same function either way; 'numpy' is faster with few actors.
+    checkpoint_keep_every_frames: N > 0: the learner also keeps the first checkpoint at or past each multiple of N
+      frames (0 included) in `<logdir>/kept/<frames>/`, out of reach of the rotation that deletes all but the 5
+      newest (`checkpoints.keep_checkpoint`), so that test mode can score them later (`--logdir
+      <logdir>/kept/<frames>`). 0 (the default, the original's): only the 5 newest checkpoints exist.
 
   Returns:
     train: the final number of environment frames (int), or for an actor job the number of unrolls it wrote.

@@ -12,6 +12,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from rundir import checkpoints as run_checkpoints
 from rundir import formatting
 from scalable_agent import checkpoints
 from scalable_agent import dmlab30
@@ -167,6 +168,12 @@ class LearnerProgress:
     else:
       checkpoints.save(self._manager)
     self._checkpoint_frames = self.frames  # the frame counter of the newest checkpoint
+    every = self._settings.checkpoint_keep_every_frames
+    kept = checkpoints.kept_checkpoints(self._logdir) if every else []
+    # The multiple of checkpoint_keep_every_frames whose checkpoint was kept last (-1: none yet).
+    self._kept_multiple = max((frames // every for frames, _ in kept), default=-1)
+    if not restored:
+      self._maybe_keep(self._manager.latest_checkpoint)
     if self.done:
       logging.info('Already trained for %d >= total_environment_frames = %d frames; nothing to do.', self.frames,
                    self._settings.total_environment_frames)
@@ -213,7 +220,19 @@ class LearnerProgress:
       return self._manager.latest_checkpoint
     path = checkpoints.save(self._manager)
     self._checkpoint_frames = frames
+    self._maybe_keep(path)
     return path
+
+  def _maybe_keep(self, path):
+    """Keeps the checkpoint `path` (`checkpoints.keep_checkpoint`) if it is the first at or past a multiple of
+    checkpoint_keep_every_frames that has none yet."""
+    every = self._settings.checkpoint_keep_every_frames
+    if not every or path is None:
+      return
+    multiple = run_checkpoints.step_of(path) // every
+    if multiple > self._kept_multiple:
+      logging.info('Kept %s (a checkpoint every %d frames).', checkpoints.keep_checkpoint(path, self._logdir), every)
+      self._kept_multiple = multiple
 
   def _check_finite(self, metrics):
     """Raises `learner.NonFiniteError` naming the step and the tensors if the step's losses, or the variables and

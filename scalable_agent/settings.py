@@ -59,6 +59,7 @@ class Settings:
   distribution_strategy: str = 'default'
   checkpoint_interval_s: float = float(CHECKPOINT_INTERVAL_S)
   actor_inference: str = 'batched'
+  checkpoint_keep_every_frames: int = 0
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -141,6 +142,9 @@ def check_settings(settings):
       raise ValueError(f'{name} must be >= 1 pixel, got {getattr(settings, name)} (--{name}).')
   if not settings.checkpoint_interval_s >= 0:
     raise ValueError(f'experiment.checkpoint_interval_s must be >= 0 seconds, got {settings.checkpoint_interval_s}.')
+  if settings.checkpoint_keep_every_frames < 0:
+    raise ValueError(f'experiment.checkpoint_keep_every_frames must be >= 0 frames (0: keep none), got '
+                     f'{settings.checkpoint_keep_every_frames}.')
   if settings.reward_clipping not in learner_lib.REWARD_CLIPPING_MODES:
     raise ValueError(f'reward_clipping must be one of {", ".join(learner_lib.REWARD_CLIPPING_MODES)}; got '
                      f'{settings.reward_clipping!r}.')

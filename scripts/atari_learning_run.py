@@ -2,8 +2,11 @@ r"""The Atari learning run (the paper's shallow expert on Pong, or Breakout), in
 resumable across sessions, and its learning curve (frames and training wall time) written to docs/results/.
 
   python scripts/atari_learning_run.py start  [--game pong] [--logdir runs/impala_atari_pong] [--nice 10]
+                                              [--keep_every 20000000]
   python scripts/atari_learning_run.py pause | resume | stop | status   [--game ...] [--logdir ...]
-  python scripts/atari_learning_run.py curve  [--game pong] [--target T] [--window 100] [--every 1] [--output NAME]
+  python scripts/atari_learning_run.py test   [--game pong] [--games 200] [--frames F ...]
+  python scripts/atari_learning_run.py curve  [--game pong] [--target T] [--paper S] [--window 100] [--every 1]
+                                              [--output NAME]
   python scripts/atari_learning_run.py curve  --game breakout --from_csv docs/results/impala_atari_breakout_curve.csv \
       --test_results docs/results/impala_atari_breakout_test_results-*.json
 
@@ -11,9 +14,15 @@ start   runs `run_train.py configs/impala_atari.gin --train_dir LOGDIR` (plus `-
         game than Pong) detached from this terminal, under `nice`, its output appended to LOGDIR.control/train.log
         and its process id in LOGDIR.control/train.pid. Run it again after a stop, a crash or a reboot: training resumes from the
         latest checkpoint (written every 10 minutes and on stop) with its frame counter and learning-rate decay.
+        The learner also keeps the first checkpoint at or past each multiple of --keep_every frames (0 and the end
+        included) in LOGDIR/kept/<frames>/ (`experiment.checkpoint_keep_every_frames`; 0: none kept), for `test`.
 pause   stops every process of the run (SIGSTOP to its process group; e.g. while benchmarking), resume continues it
         (SIGCONT); both are logged in LOGDIR.control/pauses.log so that paused time does not count as training time.
 stop    Ctrl-C for the learner (SIGINT): it writes a checkpoint and stops its actors.
+test    test mode on each kept checkpoint (LOGDIR/kept/<frames>/, or those of --frames) that has no result of --games
+        games yet: `run_eval.py` with `experiment.test_num_episodes = GAMES`, under `nice`, one after the other;
+        each writes LOGDIR/kept/<frames>/test_results-<frames>.json. 200 whole games, each after 1-30 random no-ops,
+        is the protocol of the paper's Table C.1 (Section 5.3.2). Runs beside the training (pause it to go faster).
 status  running / paused / stopped, frames of the latest checkpoint, the mean return of the last `window`
         episodes printed to its log (with --verbosity=1; else the last progress line's mean of the last 100).
 curve   reads the run's TensorBoard episode returns and writes docs/results/impala_atari_GAME_curve.csv (one row per
@@ -25,7 +34,8 @@ curve   reads the run's TensorBoard episode returns and writes docs/results/impa
         sessions (each events file is one) minus the logged pauses. For a score as the paper reports it (whole
         games, up to 30 no-ops, sampled actions) run `python run_eval.py configs/impala_atari.gin --train_dir
         LOGDIR` (plus `--level_name=atari/GAME` for another game than Pong; 30 games; test_results-<frames>.json
-        and LOGDIR/test/ in TensorBoard): `curve` prints those results and draws them (green, mean +- s.e.). In
+        and LOGDIR/test/ in TensorBoard), or `test` above: `curve` prints those results, in LOGDIR and
+        LOGDIR/kept/*/, and draws them (green, mean +- s.e.), with --paper a published score as a dotted line. In
         games with lives a training episode is one life (training ends an episode at a lost life), so only the
         test results are whole-game scores. The PNG (`figures.curves`) has a legend, and its title the frames and
         training hours. With --from_csv the PNG is drawn again from a CSV alone (beside it, or --output NAME), with
@@ -56,6 +66,7 @@ import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-p
 from figures.curves import steps_label  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 CONFIG = 'configs/impala_atari.gin'
+KEEP_EVERY = 20000000  # `start`: a checkpoint kept every this many frames (about 10 over the paper's 200M)
 
 
 def _paths(args, create=False):
@@ -98,14 +109,16 @@ def start(args):
              os.path.join(REPO_ROOT, CONFIG), '--train_dir', logdir]
   if args.game != 'pong':
     command.append(f'--level_name=atari/{args.game}')
+  if args.keep_every:
+    command += ['--gin_param', f'experiment.checkpoint_keep_every_frames = {args.keep_every}']
   with open(log_path, 'a') as log:
-    log.write(f'\n=== {time.strftime("%Y-%m-%d %H:%M:%S")} start: {" ".join(command)}\n')
+    log.write(f'\n=== {time.strftime("%Y-%m-%d %H:%M:%S")} start: {subprocess.list2cmdline(command)}\n')
     log.flush()
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True)
   with open(pid_path, 'w') as f:
     f.write(str(process.pid))
-  print(f'started pid {process.pid}: {" ".join(command)}\nlog: {log_path}')
+  print(f'started pid {process.pid}: {subprocess.list2cmdline(command)}\nlog: {log_path}')
   return 0
 
 
@@ -206,10 +219,16 @@ def training_hours(logdir, pauses_path, points):
   return hours
 
 
+def _test_result_paths(logdir):
+  """The test-mode result files of a run: LOGDIR/test_results-*.json and LOGDIR/kept/<frames>/test_results-*.json."""
+  return sorted(glob.glob(os.path.join(logdir, 'test_results-*.json')) +
+                glob.glob(os.path.join(logdir, 'kept', '*', 'test_results-*.json')))
+
+
 def _test_results(paths, level_name):
   """Test-mode evaluations of a run (`run_eval.py` writes LOGDIR/test_results-<frames>[.k].json: whole games with up
-  to 30 no-ops, as the paper reports its scores), from those files: [(frames, mean return, standard error, games)]
-  by frames."""
+  to 30 no-ops, as the paper reports its scores), from those files: [(frames, mean return, standard error, games,
+  median)] by frames."""
   import json  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   results = []
@@ -224,8 +243,14 @@ def _test_results(paths, level_name):
       continue
     if returns.size:
       se = returns.std(ddof=1) / np.sqrt(returns.size) if returns.size > 1 else 0.
-      results.append((frames, float(returns.mean()), float(se), returns.size))
+      results.append((frames, float(returns.mean()), float(se), returns.size, float(np.median(returns))))
   return sorted(results)
+
+
+def _test_line(result, frames_text):
+  frames, mean, se, games, median = result
+  return f'test mode at {frames_text} frames: {mean:.2f} ± {se:.2f} (s.e.) over {games} whole games, median {median:g}'
+
 
 
 def _summary(frames, hours, mean, window, target, episodes=None):
@@ -242,19 +267,19 @@ def _summary(frames, hours, mean, window, target, episodes=None):
 
 
 def _draw_curve(game, frames, hours, returns, mean, window, target, summary, tests, path,
-                episodes='each training episode'):
+                episodes='each training episode', paper=None):
   """The PNG of the curve (`plot_learning_curve.draw`): each training episode's return (`episodes`: their legend
-  entry), their windowed mean, the target and the test-mode results against frames; the title states the frames and
-  training hours."""
+  entry), their windowed mean, the target, the test-mode results and the paper's score (`paper`, a dotted line; None:
+  none) against frames; the title states the frames and training hours."""
   lives = game != 'pong'  # Pong has no lives; other games' training episodes end at a lost life.
-  notes = [summary] + [f'test mode at {steps_label(t[0])} frames: {t[1]:.2f} ± {t[2]:.2f} (s.e.) over {t[3]} whole '
-                       f'games' for t in tests]
+  notes = [summary] + [_test_line(t, steps_label(t[0])) for t in tests]
   return plot_learning_curve.draw(
       frames, returns, mean, window, target,
       f'IMPALA, Atari {game}: {steps_label(frames[-1])} frames, {hours[-1]:.2f} training hours', path,
       markers=[t[:3] for t in tests], notes=notes,
       episode_label=episodes + (' (one life)' if lives else ''),
-      mean_label=f'mean of the last {window} training episodes', marker_label='test mode: whole games, mean ± s.e.')
+      mean_label=f'mean of the last {window} training episodes', marker_label='test mode: whole games, mean ± s.e.',
+      reference=None if paper is None else (paper, f'paper, test mode: {paper:g}'))
 
 
 def _read_curve_csv(path):
@@ -285,7 +310,7 @@ def _redraw(args):
   output = (os.path.join(REPO_ROOT, 'docs', 'results', args.output) if args.output
             else os.path.splitext(args.from_csv)[0])
   _draw_curve(args.game, frames, hours, returns, mean, window, target, summary, tests, output + '.png',
-              episodes='training episodes in the CSV')
+              episodes='training episodes in the CSV', paper=args.paper)
   print(f'wrote {output}.png')
   return 0
 
@@ -316,11 +341,72 @@ def curve(args):
   target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
   summary = _summary(frames, hours, mean, args.window, target, episodes=len(returns))
   print(summary)
-  tests = _test_results(sorted(glob.glob(os.path.join(logdir, 'test_results-*.json'))), f'atari/{args.game}')
-  for test_frames, test_mean, test_se, games in tests:
-    print(f'test mode at {test_frames} frames: mean {test_mean:.2f} +- {test_se:.2f} (s.e.) over {games} whole games')
-  _draw_curve(args.game, frames, hours, returns, mean, args.window, target, summary, tests, output + '.png')
+  tests = _test_results(_test_result_paths(logdir), f'atari/{args.game}')
+  for test_frames, test_mean, test_se, games, median in tests:
+    print(f'test mode at {test_frames} frames: mean {test_mean:.2f} +- {test_se:.2f} (s.e.) over {games} whole games, '
+          f'median {median:g}')
+  _draw_curve(args.game, frames, hours, returns, mean, args.window, target, summary, tests, output + '.png',
+              paper=args.paper)
   print(f'wrote {output}.csv and {output}.png')
+  return 0
+
+
+def _kept(logdir):
+  """[(frames, directory)] of the run's kept checkpoints (LOGDIR/kept/<frames>/model.ckpt-<frames>.index), by
+  frames."""
+  kept = []
+  for index in glob.glob(os.path.join(logdir, 'kept', '*', 'model.ckpt-*.index')):
+    directory = os.path.dirname(index)
+    name = os.path.basename(directory)
+    if name.isdigit() and os.path.basename(index) == f'model.ckpt-{name}.index':
+      kept.append((int(name), directory))
+  return sorted(kept)
+
+
+def _games_tested(directory):
+  """The game counts of the test results in `directory` (unreadable files count as none)."""
+  import json  # pylint: disable=g-import-not-at-top
+  counts = set()
+  for path in glob.glob(os.path.join(directory, 'test_results-*.json')):
+    try:
+      with open(path) as f:
+        counts.add(int(json.load(f)['test_num_episodes']))
+    except (OSError, ValueError, KeyError, TypeError):
+      pass
+  return counts
+
+
+def test(args):
+  logdir, _, _ = _paths(args)
+  kept = _kept(logdir)
+  if args.frames:
+    missing = sorted(set(args.frames) - {frames for frames, _ in kept})
+    if missing:
+      print(f'no kept checkpoint at {", ".join(map(str, missing))} frames in {logdir}/kept (kept: '
+            f'{", ".join(str(f) for f, _ in kept) or "none"}).', file=sys.stderr)
+      return 2
+    kept = [(frames, directory) for frames, directory in kept if frames in args.frames]
+  elif not kept:
+    print(f'no kept checkpoint in {logdir}/kept: `start` keeps one every --keep_every frames.', file=sys.stderr)
+    return 2
+  for frames, directory in kept:
+    if args.games in _games_tested(directory):
+      print(f'{frames} frames: tested already ({args.games} games).')
+      continue
+    command = ['nice', '-n', str(args.nice), sys.executable, os.path.join(REPO_ROOT, 'run_eval.py'),
+               os.path.join(REPO_ROOT, CONFIG), '--train_dir', directory,
+               '--gin_param', f'experiment.test_num_episodes = {args.games}']
+    if args.game != 'pong':
+      command.append(f'--level_name=atari/{args.game}')
+    print(f'{frames} frames: {subprocess.list2cmdline(command)}', flush=True)
+    started = time.monotonic()
+    code = subprocess.run(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, check=False).returncode
+    if code:
+      print(f'test mode at {frames} frames failed (exit {code}).', file=sys.stderr)
+      return code
+    written = max(glob.glob(os.path.join(directory, f'test_results-{frames}*.json')), key=os.path.getmtime)
+    for result in _test_results([written], f'atari/{args.game}'):
+      print(_test_line(result, str(frames)) + f' ({(time.monotonic() - started) / 60:.1f} min)', flush=True)
   return 0
 
 
@@ -374,6 +460,12 @@ def _progress_line_return(log_path):
   return found
 
 
+def _whole_number(text):
+  if not text.isdigit():
+    raise argparse.ArgumentTypeError(f'expected a whole number >= 0, got {text!r}')
+  return int(text)
+
+
 def _positive_int(text):
   if not text.isdigit() or int(text) < 1:
     raise argparse.ArgumentTypeError(f'expected a whole number >= 1, got {text!r}')
@@ -382,10 +474,18 @@ def _positive_int(text):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('command', choices=['start', 'pause', 'resume', 'stop', 'status', 'curve'])
+  parser.add_argument('command', choices=['start', 'pause', 'resume', 'stop', 'status', 'test', 'curve'])
   parser.add_argument('--game', default='pong', help='ale-py ROM id: pong, breakout, ...')
   parser.add_argument('--logdir', default=None, help='run directory (default runs/impala_atari_GAME)')
-  parser.add_argument('--nice', type=int, default=10, help='start: niceness of the run')
+  parser.add_argument('--nice', type=int, default=10, help='start, test: niceness of the run')
+  parser.add_argument('--keep_every', type=_whole_number, default=KEEP_EVERY,
+                      help='start: keep the first checkpoint at or past each multiple of this many frames in '
+                      'LOGDIR/kept/ (0: none)')
+  parser.add_argument('--games', type=_positive_int, default=200, help='test: whole games per checkpoint')
+  parser.add_argument('--frames', type=_whole_number, nargs='+', default=[],
+                      help='test: only the kept checkpoints at these frames (default: every kept one)')
+  parser.add_argument('--paper', type=float, default=None,
+                      help="curve: a published test-mode score to draw as a line (Breakout's shallow expert: 640.43)")
   parser.add_argument('--target', type=float, default=None,
                       help='curve: the windowed mean to reach (default: 18 for Pong, none for other games)')
   parser.add_argument('--window', type=int, default=100, help='curve and status: episodes in the moving mean')
@@ -402,7 +502,7 @@ def main(argv=None):
     return _signal_group(args, signal.SIGSTOP, 'pause')
   if args.command == 'resume':
     return _signal_group(args, signal.SIGCONT, 'resume')
-  return {'start': start, 'stop': stop, 'status': status, 'curve': curve}[args.command](args)
+  return {'start': start, 'stop': stop, 'status': status, 'test': test, 'curve': curve}[args.command](args)
 
 
 if __name__ == '__main__':

@@ -58,10 +58,12 @@ def first_reached(mean, window, threshold):
 
 
 def draw(steps, values, mean, window, threshold, title, output, markers=(), notes=(), episode_label='each episode',
-         mean_label=None, marker_label='test mode: mean ± s.e.', xlabel='environment frames', ylabel='episode return'):
+         mean_label=None, marker_label='test mode: mean ± s.e.', xlabel='environment frames', ylabel='episode return',
+         reference=None):
   """Writes the PNG (`figures.curves`): the episodes' values (grey points) and the mean over the last `window`
   episodes (blue line, full windows only) against `steps`, the threshold (dashed red; None: none) and `markers`:
-  (step, mean, standard error) triples drawn as green squares with +- 1 s.e. bars (e.g. test-mode evaluations).
+  (step, mean, standard error) triples drawn as green squares with +- 1 s.e. bars (e.g. test-mode evaluations);
+  `reference`: (value, label), a published score drawn as a dotted line (None: none).
 
   Returns:
     `figures.curves.draw`'s description of the chart (also stored in the PNG).
@@ -77,6 +79,8 @@ def draw(steps, values, mean, window, threshold, title, output, markers=(), note
                                 color='tab:green', linewidth=0, marker='s', markersize=6, edgecolor='black',
                                 yerr=[e for _, _, e in markers], zorder=4))
   hlines = [curves.HLine(threshold, f'target {threshold:g}', curves.PAPER)] if threshold is not None else []
+  if reference is not None:
+    hlines.append(curves.HLine(reference[0], reference[1], 'black', linestyle=':'))
   return curves.draw(output, [curves.Panel('', ylabel, series, hlines)], title, xlabel, notes=notes,
                      panel_height=420)
 

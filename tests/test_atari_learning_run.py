@@ -1,5 +1,6 @@
-"""scripts/atari_learning_run.py's `status` (no TensorFlow: it reads the run's files only): running or stopped, the
-latest checkpoint, and the mean of the last episodes the run printed to its log."""
+"""scripts/atari_learning_run.py: `status` (no TensorFlow: it reads the run's files only): running or stopped, the
+latest checkpoint, and the mean of the last episodes the run printed to its log; `test` (test mode on the kept
+checkpoints, real Breakout games); `curve` (the CSV and the PNG, with the test results and the paper's score)."""
 
 import os
 import signal
@@ -116,7 +117,7 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
     assert image.format == 'PNG' and image.size[0] == 1000
   drawn = figures.curves.read_png(str(tmp_path / 'curve.png'))['description']
   assert drawn['title'].startswith('IMPALA, Atari breakout: 4k frames, ') and drawn['xlabel'] == 'environment frames'
-  assert drawn['notes'][1] == f'test mode at 4k frames: 13.50 ± {se:.2f} (s.e.) over 4 whole games'
+  assert drawn['notes'][1] == f'test mode at 4k frames: 13.50 ± {se:.2f} (s.e.) over 4 whole games, median 10.5'
   expected = [('each training episode (one life)', 4, [1000, 4000], [0, 5]),
               ('mean of the last 2 training episodes', 3, [2000, 4000], [1, 3]),
               ('test mode: whole games, mean ± s.e.', 1, [4000, 4000], [13.5, 13.5])]
@@ -127,6 +128,7 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
   # --from_csv draws the same curve again from the CSV alone (and the test results given).
   again = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
                           '--game', 'breakout', '--from_csv', str(tmp_path / 'curve.csv'), '--target', '3',
+                          '--paper', '640.43',
                           '--test_results', str(logdir / 'test_results-4000.json'),
                           '--output', str(tmp_path / 'again')], capture_output=True, text=True, timeout=300)
   assert again.returncode == 0, again.stderr
@@ -134,6 +136,8 @@ def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path
   redrawn = figures.curves.read_png(str(tmp_path / 'again.png'))['description']
   assert [(s['label'], s['points'], s['x'], s['y']) for s in redrawn['panels'][0]['series']] == [
       ('training episodes in the CSV (one life)',) + expected[0][1:]] + expected[1:]
+  assert redrawn['panels'][0]['hlines'] == [{'value': 3.0, 'label': 'target 3'},
+                                            {'value': 640.43, 'label': 'paper, test mode: 640.43'}]
   bad = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py'), 'curve',
                         '--from_csv', str(logdir / 'test_results-4000.json')], capture_output=True, text=True,
                        timeout=300)
@@ -185,3 +189,47 @@ def test_compare_curves_reads_each_run_at_the_same_frames_and_draws_them(tmp_pat
       ('A', 3, [1000., 5000.], [-21., -19.]), ('B', 1, [2000., 2000.], [-20., -20.])]
   bad = subprocess.run([sys.executable, script, str(tmp_path / 'bad.csv')], capture_output=True, text=True, timeout=60)
   assert bad.returncode == 2 and 'not a curve CSV' in bad.stderr and 'Traceback' not in bad.stderr
+
+
+_SHALLOW_CHECKPOINT = """
+import sys
+import gin
+from scalable_agent import checkpoints, experiment, settings  # experiment: the gin configurable
+gin.add_config_file_search_path('configs')
+gin.parse_config_files_and_bindings(['configs/impala_atari.gin'], [])
+s = settings.Settings(level_name='atari/breakout', width=84, height=84)
+agent, learner = settings.make_agent_and_learner(s, s.level_name)
+learner.num_environment_frames.assign(int(sys.argv[2]))
+checkpoints.make_checkpoint_manager(sys.argv[1], agent, learner.optimizer, learner.num_environment_frames).save()
+"""
+
+
+def test_test_plays_whole_games_on_each_kept_checkpoint_once(tmp_path):
+  """`test` on a run whose learner kept a checkpoint at 0 frames (the configured shallow agent, untrained): real
+  Breakout games in test mode, the result beside the checkpoint, read by `curve`; a second `test` plays nothing."""
+  import json  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  logdir = tmp_path / 'breakout'
+  subprocess.run([sys.executable, '-c', _SHALLOW_CHECKPOINT, str(logdir / 'kept' / '0'), '0'], cwd=REPO, check=True,
+                 capture_output=True, timeout=300)
+  script = [sys.executable, os.path.join(REPO, 'scripts', 'atari_learning_run.py')]
+  result = subprocess.run(script + ['test', '--game', 'breakout', '--logdir', str(logdir), '--games', '3'],
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr
+  with open(logdir / 'kept' / '0' / 'test_results-0.json') as f:
+    data = json.load(f)
+  returns = data['levels']['atari/breakout']['returns']
+  assert data['test_num_episodes'] == 3 and len(returns) == 3 and all(r >= 0 for r in returns)
+  se = np.std(returns, ddof=1) / np.sqrt(3)
+  assert (f'test mode at 0 frames: {np.mean(returns):.2f} ± {se:.2f} (s.e.) over 3 whole games, median '
+          f'{np.median(returns):g}') in result.stdout
+  again = subprocess.run(script + ['test', '--game', 'breakout', '--logdir', str(logdir), '--games', '3'],
+                         capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0 and again.stdout.strip() == '0 frames: tested already (3 games).'
+  missing = subprocess.run(script + ['test', '--game', 'breakout', '--logdir', str(logdir), '--frames', '5'],
+                           capture_output=True, text=True, timeout=300)
+  assert missing.returncode == 2 and missing.stderr.strip() == (
+      f'no kept checkpoint at 5 frames in {logdir}/kept (kept: 0).')
+  none = subprocess.run(script + ['test', '--logdir', str(tmp_path / 'pong')], capture_output=True, text=True,
+                        timeout=300)
+  assert none.returncode == 2 and 'no kept checkpoint' in none.stderr and 'Traceback' not in none.stderr

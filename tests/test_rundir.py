@@ -255,6 +255,38 @@ def test_unreadable_checkpoints_and_set_aside(tmp_path):
   assert (tmp_path / 'model.ckpt-2.index.corrupt').read_bytes() == before['model.ckpt-2.index']
 
 
+def test_keep_links_a_whole_checkpoint_into_its_own_folder(tmp_path):
+  p = save_checkpoints(tmp_path / 'run', [1, 2])
+  kept = checkpoints.keep(p[1], tmp_path / 'kept' / '1')
+  assert kept == str(tmp_path / 'kept' / '1' / 'model.ckpt-1')
+  assert files(tmp_path / 'kept' / '1') == ['model.ckpt-1.data-00000-of-00001', 'model.ckpt-1.index']
+  assert os.path.samefile(kept + '.index', p[1] + '.index')  # a hard link: no space used
+  for name in checkpoints.checkpoint_files(p[1]):
+    os.remove(name)  # the rotation deletes the original: the kept one still reads back
+  assert stored_value(kept) == 1.0 and checkpoints.list_checkpoints(tmp_path / 'kept' / '1') == [(1, kept)]
+  with pytest.raises(FileExistsError, match='never overwritten'):
+    checkpoints.keep(p[2], tmp_path / 'kept' / '1')
+  assert stored_value(kept) == 1.0
+  os.remove(p[2] + '.data-00000-of-00001')
+  with pytest.raises(ValueError, match='not a complete checkpoint'):
+    checkpoints.keep(p[2], tmp_path / 'kept' / '2')
+  assert not (tmp_path / 'kept' / '2').exists() and not (tmp_path / 'kept' / '2.tmp').exists()
+
+
+def test_keep_copies_across_file_systems_and_replaces_an_interrupted_keep(tmp_path, monkeypatch):
+  p = save_checkpoints(tmp_path / 'run', [3])
+  (tmp_path / 'kept' / '3.tmp').mkdir(parents=True)  # what a keep killed half-way left
+  (tmp_path / 'kept' / '3.tmp' / 'model.ckpt-3.index').write_text('half')
+
+  def no_links(source, target):
+    raise OSError(errno.EXDEV, 'Invalid cross-device link')
+
+  monkeypatch.setattr(os, 'link', no_links)
+  kept = checkpoints.keep(p[3], tmp_path / 'kept' / '3')
+  assert not os.path.samefile(kept + '.index', p[3] + '.index') and stored_value(kept) == 3.0
+  assert files(tmp_path / 'kept') == ['3']
+
+
 def test_partial_saves_are_removed(tmp_path):
   p = save_checkpoints(tmp_path, [1])
   (tmp_path / 'model.ckpt-2_temp').mkdir()

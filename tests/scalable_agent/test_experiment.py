@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from scalable_agent import actor as actor_lib
 from scalable_agent import agent as agent_lib
+from scalable_agent import checkpoints
 from scalable_agent import dmlab30
 from scalable_agent import environments
 from scalable_agent import experiment
@@ -233,6 +234,34 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
     assert json.load(f) == again
   with open(os.path.join(logdir, 'test_results-300.json'), 'rb') as f:
     assert f.read() == first
+
+
+def test_a_checkpoint_kept_every_n_frames_outlives_the_rotation_and_is_tested(tmp_path):
+  gin.clear_config()
+  logdir = str(tmp_path)
+  # 10 frames per learner step (2 unrolls of 5 steps, 1 frame each), a checkpoint after every step.
+  settings = settings_lib.Settings(level_name='builtin/find_object', num_actors=2, batch_size=2, unroll_length=5,
+                                   num_action_repeats=1, width=12, height=12, total_environment_frames=100,
+                                   test_num_episodes=2, checkpoint_interval_s=0, checkpoint_keep_every_frames=30)
+  assert experiment.train(logdir, settings) == 100
+  newest = sorted(int(name.split('-')[1].split('.')[0]) for name in os.listdir(logdir) if name.endswith('.index'))
+  assert newest == [60, 70, 80, 90, 100]  # the manager keeps the 5 newest ...
+  kept = checkpoints.kept_checkpoints(logdir)  # ... and the first at or past 0, 30, 60 and 90 frames stay
+  assert kept == [(f, os.path.join(logdir, 'kept', str(f), f'model.ckpt-{f}')) for f in (0, 30, 60, 90)]
+  # Resumed with a longer budget: the next multiple (120) is kept, 100 (the multiple of 90's) is not.
+  longer = settings_lib.Settings(**{**settings.__dict__, 'total_environment_frames': 130})
+  assert experiment.train(logdir, longer) == 130
+  assert [f for f, _ in checkpoints.kept_checkpoints(logdir)] == [0, 30, 60, 90, 120]
+  results = experiment.test(os.path.join(logdir, 'kept', '30'), settings)
+  assert results['num_environment_frames'] == 30 and len(results['levels']['builtin/find_object']['returns']) == 2
+  assert os.path.exists(os.path.join(logdir, 'kept', '30', 'test_results-30.json'))
+
+
+def test_keeping_no_checkpoints_is_the_default():
+  settings = settings_lib.Settings()
+  assert settings.checkpoint_keep_every_frames == 0
+  with pytest.raises(ValueError, match='checkpoint_keep_every_frames must be >= 0'):
+    settings_lib.check_settings(settings_lib.Settings(level_name='builtin/find_object', checkpoint_keep_every_frames=-1))
 
 
 def test_test_mode_without_a_checkpoint_says_so(tmp_path):
