@@ -12,6 +12,7 @@ import shutil
 
 from rundir import checkpoints
 
+from reproduction import heldout
 from reproduction import plan as plans
 from reproduction import progress
 from reproduction import results
@@ -123,7 +124,9 @@ def export_checkpoint(prefix, out_dir, info, files=None):
 
 def export_best(plan, out_dir):
   """--export_best DIR: copies the task's best policy checkpoint over all seeds (headline mode, within the budget)
-  to DIR with best_policy.json (where it comes from, its evaluation, the command that evaluates it again).
+  to DIR with best_policy.json (where it comes from, its evaluation, its held-out evaluation when the kit has made it
+  (`heldout`: HELDOUT_EPISODES episodes from evaluate.seed HELDOUT_SEED; else None), the command that evaluates it
+  again).
   Returns the lines to print. Raises `plan.KitError`."""
   protocol, rows = plan.protocol, plan.seed_rows()
   found = results.best_policy(rows, protocol.primary_mode, plan.budget)
@@ -141,6 +144,12 @@ def export_best(plan, out_dir):
   same = {r['mode']: {'goal': r.get('goal'), 'success_rate': r['success_rate'],
                       'mean_final_distance': r['mean_final_distance'], 'num_episodes': r['num_episodes']}
           for r in rows[seed] if int(r['step']) == step}
+  heldout_rows = [r for r in plan.heldout_rows().get(seed, [])
+                  if int(r['step']) == step and r['mode'] == protocol.primary_mode]
+  again = ({'success_rate': heldout_rows[-1]['success_rate'],
+            'mean_final_distance': heldout_rows[-1]['mean_final_distance'],
+            'num_episodes': heldout_rows[-1]['num_episodes'], 'eval_seed': heldout.HELDOUT_SEED}
+           if heldout_rows else None)
   root = plans.REPO_ROOT
   configs = [os.path.relpath(p, root) if p.startswith(root + os.sep) else p
              for p in plan.manifest['config_files']]
@@ -154,7 +163,7 @@ def export_best(plan, out_dir):
       'mode': protocol.primary_mode, 'goal': protocol.goals.get(protocol.primary_mode), 'budget': plan.budget,
       'seed': seed, 'step': step, 'success_rate': row['success_rate'],
       'mean_final_distance': row['mean_final_distance'], 'num_episodes': row['num_episodes'],
-      'evaluations_at_this_step': same, 'seeds_evaluated': sorted(s for s, r in rows.items() if r),
+      'heldout': again, 'evaluations_at_this_step': same, 'seeds_evaluated': sorted(s for s, r in rows.items() if r),
       'paper_table1': dataclasses.asdict(protocol.paper) if protocol.paper else None,
       'source': source, 'exported_at': datetime.datetime.now().isoformat(timespec='seconds'),
       'reevaluate': shlex.join(command),

@@ -41,6 +41,11 @@ import json
 import os
 from pathlib import Path
 
+from uvf import quiet_imports
+
+quiet_imports.load()  # Before TensorFlow and tf-agents load: their start-up lines off (uvf/quiet_imports.py).
+
+# pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
 import gin
 import numpy as np
 import tensorflow as tf
@@ -53,6 +58,7 @@ from uvf import eval as eval_lib  # pylint: disable=redefined-builtin
 from uvf import eval_results
 from uvf import representation
 from uvf import rollout
+# pylint: enable=g-import-not-at-top,wrong-import-position,g-bad-import-order
 
 TASKS = ('AntMaze', 'AntPush', 'AntFall')
 _SNAKE = {'AntMaze': 'ant_maze', 'AntPush': 'ant_push', 'AntFall': 'ant_fall'}

@@ -258,9 +258,12 @@ def test_kit_export_writes_config_gin(tmp_path):
   prefix = str(policy_dir / f'model.ckpt-{info["step"]}')
   row = {'mode': 'eval2', 'goal': [0.0, 19.0], 'step': info['step'], 'success_rate': 0.9, 'mean_final_distance': 3.7,
          'num_episodes': 50, 'checkpoint': prefix}
+  heldout_row = {'mode': 'eval2', 'goal': [0.0, 19.0], 'step': info['step'], 'success_rate': 0.86,
+                 'mean_final_distance': 4.2, 'num_episodes': 100}
   plan = types.SimpleNamespace(
       protocol=types.SimpleNamespace(task='AntPush', primary_mode='eval2', goals={'eval2': [0.0, 19.0]}, paper=None),
-      seed_rows=lambda: {0: [row]}, budget=info['step'], root=str(tmp_path), name='ant_push',
+      seed_rows=lambda: {0: [row]}, heldout_rows=lambda: {0: [heldout_row]}, budget=info['step'], root=str(tmp_path),
+      name='ant_push',
       specs={0: types.SimpleNamespace(train_dir=str(tmp_path / 'train'))},
       manifest={'config_files': [str(REPO / 'configs' / 'ant_push.gin')], 'bindings': [], 'eval_episodes': 50})
   out = tmp_path / 'best_policy'
@@ -268,6 +271,65 @@ def test_kit_export_writes_config_gin(tmp_path):
   assert (out / pretrained.CONFIG).read_text() == (bundle / pretrained.CONFIG).read_text()
   loaded = pretrained.load_policy(out)
   assert loaded.info['step'] == info['step'] and loaded.info['task'] == 'AntPush'
+  written = json.loads((out / pretrained.INFO).read_text())
+  assert written['heldout'] == {'success_rate': 0.86, 'mean_final_distance': 4.2, 'num_episodes': 100,
+                                'eval_seed': 1000}
+  # A seed whose held-out evaluation has not run yet: None, not a number from elsewhere.
+  plan.heldout_rows = lambda: {0: [dict(heldout_row, step=info['step'] - 50000)]}
+  export.export_best(plan, str(out))
+  assert json.loads((out / pretrained.INFO).read_text())['heldout'] is None
+
+
+def _committed_bundles(task):
+  """The policy bundles committed for `task`: every directory under docs/reproduction/<task>/ holding a
+  best_policy.json."""
+  snake = pretrained.bundle_dir(task).parent.name
+  return sorted(path.parent for path in (REPO / 'docs' / 'reproduction' / snake).rglob(pretrained.INFO))
+
+
+def test_each_task_ships_the_best_of_its_committed_bundles_whole():
+  """The shipped bundle (docs/reproduction/<task>/best_policy, installed as uvf/trained/<task>/best_policy) of each
+  task is the best of the task's committed bundles by the recorded selection success, ties broken by the held-out
+  success; every committed bundle is complete (checkpoint, its state file, config.gin, best_policy.json with the
+  held-out evaluation) and loads."""
+  import tomllib  # pylint: disable=g-import-not-at-top
+  package_data = tomllib.loads((REPO / 'pyproject.toml').read_text())['tool']['setuptools']['package-data']
+  for task in pretrained.TASKS:
+    bundles = _committed_bundles(task)
+    infos = {}
+    for bundle in bundles:
+      info = json.loads((bundle / pretrained.INFO).read_text())
+      assert info['task'] == task, bundle
+      assert {'checkpoint', pretrained.CONFIG, f'model.ckpt-{info["step"]}.index',
+              f'model.ckpt-{info["step"]}.data-00000-of-00001'} <= {p.name for p in bundle.iterdir()}, bundle
+      assert info['heldout']['num_episodes'] == 100 and info['heldout']['eval_seed'] == 1000, bundle
+      infos[bundle] = info
+    best = max(bundles, key=lambda b: (infos[b]['success_rate'], infos[b]['heldout']['success_rate']))
+    shipped = pretrained.bundle_dir(task)
+    assert best == shipped, f'{task}: the best committed bundle is {best}, the shipped one {shipped}'
+    assert f'{shipped.parent.name}/best_policy/*' in package_data['uvf.trained']
+  assert [b.relative_to(REPO).as_posix() for b in _committed_bundles('AntFall')] == [
+      'docs/reproduction/ant_fall/best_policy', 'docs/reproduction/ant_fall/seed_0/best_policy']
+  seed_0 = pretrained.load_policy(REPO / 'docs' / 'reproduction' / 'ant_fall' / 'seed_0' / 'best_policy')
+  assert seed_0.info['step'] == 1_550_000
+
+
+def test_the_numbers_quoted_for_the_shipped_policies_are_theirs():
+  """README's held-out sentence and the results page's data-files list quote the shipped bundles' own numbers."""
+  readme = (REPO / 'README.md').read_text()
+  results = (REPO / 'docs' / 'results.md').read_text()
+  quoted = re.search(r'the best policies score AntMaze (\d+\.\d+), AntPush (\d+\.\d+), AntFall (\d+\.\d+)',
+                     ' '.join(readme.split()))
+  assert quoted, 'README no longer quotes the shipped policies\' held-out success'
+  flat_results = ' '.join(results.split())
+  for task, value in zip(pretrained.TASKS, quoted.groups()):
+    info = json.loads((pretrained.bundle_dir(task) / pretrained.INFO).read_text())
+    assert float(value) == info['heldout']['success_rate'], task
+    seed, step = info['seed'], info['step']
+    expected = (f'{task} seed {seed} at {step / 1e6:g}M: {info["success_rate"]:.2f} / '
+                f'{"held out " if task == "AntMaze" else ""}{info["heldout"]["success_rate"]:.2f}')
+    assert expected in flat_results, expected
+  assert f'(held-out success {json.loads((pretrained.bundle_dir("AntPush") / pretrained.INFO).read_text())["heldout"]["success_rate"]:.2f})' in readme
 
 
 def test_user_errors(tmp_path, monkeypatch):
@@ -295,3 +357,21 @@ def test_act_rejects_a_wrong_observation(policy):
   with pytest.raises((ValueError, TypeError)):
     policy.act(np.zeros([29], np.float32))
   assert tf.is_tensor(policy.act_function(tf.zeros([policy.observation_dim])))
+
+
+def test_a_library_user_sees_nothing_but_their_own_lines(tmp_path):
+  """A fresh interpreter outside the checkout, as a library user: `import uvf`, `from uvf import pretrained`,
+  `load_policy` and `act` print nothing of TensorFlow's native start-up lines or gym's banner; the
+  TF_CPP_MIN_LOG_LEVEL this import sets while TensorFlow loads is gone after; one the user set is kept."""
+  code = ('import os, numpy as np, uvf; from uvf import pretrained; p = pretrained.load_policy("AntMaze"); p.reset(); '
+          'p.act(np.zeros(30, np.float32)); print("level", os.environ.get("TF_CPP_MIN_LOG_LEVEL"))')
+  environment = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  environment['PYTHONPATH'] = str(REPO)
+  out = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=environment)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert (out.stdout, out.stderr) == ('level None\n', '')
+  kept = subprocess.run([sys.executable, '-c', 'import os; from uvf import pretrained; '
+                         'print(os.environ["TF_CPP_MIN_LOG_LEVEL"])'], cwd=tmp_path, capture_output=True, text=True,
+                        timeout=300, env=dict(environment, TF_CPP_MIN_LOG_LEVEL='1'))
+  assert kept.returncode == 0 and kept.stdout == '1\n' and 'Gym has been unmaintained' not in kept.stderr
