@@ -162,7 +162,8 @@ def load_policy(task_or_dir):
              'step': int(counters[0].numpy()), 'mode': mode, 'target': [float(x) for x in target],
              'state_indices': state_indices, 'relative_target': relative,
              'success_rate': info.get('success_rate'), 'mean_final_distance': info.get('mean_final_distance'),
-             'num_episodes': info.get('num_episodes'), 'config_files': list(info.get('config_files') or []),
+             'num_episodes': info.get('num_episodes'), 'seed': info.get('seed'), 'heldout': info.get('heldout'),
+             'config_files': list(info.get('config_files') or []),
              'bindings': list(info.get('bindings') or [])}
   observation_dim = int(environment.observation_spec().shape[0])
   return HiroPolicy(meta_agent, uvf_agent, state_preprocess, observation_dim, target, details)
@@ -289,5 +290,7 @@ class HiroPolicy(tf.Module):
     one), 'state_indices' (the observation entries the target is compared with: the success is
     ||observation[state_indices] - target|| < `uvf.protocol.SUCCESS_DISTANCE` at the episode's end),
     'relative_target' (False but for the *_img configurations), the recorded evaluation ('success_rate',
-    'mean_final_distance', 'num_episodes'), 'config_files' and 'bindings' (those config.gin was flattened from)."""
+    'mean_final_distance', 'num_episodes': the selection's), 'seed' (the training seed), 'heldout' (its evaluation on
+    held-out start states: 'success_rate', 'mean_final_distance', 'num_episodes', 'eval_seed'; None where the bundle
+    has none), 'config_files' and 'bindings' (those config.gin was flattened from)."""
     return json.loads(self._info)
