@@ -1,7 +1,9 @@
 """run_train.py / run_eval.py: argument handling, gin validation, system selection, run-directory guard.
 
 The command-line tests start the real scripts in a subprocess from an empty working directory, so they also check
-that nothing is written when a run is refused. The others call `launcher.plan` in-process on a fresh `FlagValues`.
+that nothing is written when a run is refused. The others call `launcher.plan` in-process on a fresh `FlagValues`,
+each from its own empty working directory: a default run directory (`runs/<config name>`) is the test's own, never
+the checkout's, whatever runs a user has there.
 """
 
 import dataclasses
@@ -31,6 +33,11 @@ def run_script(script, *args, cwd):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   return subprocess.run([sys.executable, str(REPO / script), *args], cwd=cwd, env=env, capture_output=True,
                         text=True, timeout=300)
+
+
+@pytest.fixture(autouse=True)
+def _own_working_directory(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
 
 
 def make_plan(program, *args):
