@@ -15,6 +15,7 @@ import warnings
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium import spaces
 from gymnasium.utils import env_checker
 
 import uvf  # noqa: F401  (registers the environments)
@@ -30,6 +31,10 @@ ALL = ['AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze',
 ADVICE = ('A Box observation space minimum value is -infinity',
           'A Box observation space maximum value is infinity',
           'For Box action spaces, we recommend using a symmetric and normalized space')
+# Stable-Baselines3 takes an environment with `compute_reward` for a goal environment (`env_checker._is_goal_env`:
+# `hasattr(env.unwrapped, 'compute_reward')`) and then requires a Dict observation with these keys, those of
+# Gymnasium-Robotics' multi-goal API.
+GOAL_KEYS = {'observation', 'achieved_goal', 'desired_goal'}
 
 
 def checker_messages(env):
@@ -155,6 +160,50 @@ def test_goal_dict_and_compute_reward():
   assert env.compute_reward(observation['achieved_goal'], observation['desired_goal'], {}) == pytest.approx(reward)
   batch = env.compute_reward(np.zeros((4, 3)), np.tile([3.0, 4.0, 0.0], (4, 1)), {})
   np.testing.assert_allclose(batch, -5.0, atol=1e-9)
+
+
+@pytest.mark.parametrize('name', ALL)
+def test_only_the_goal_dict_variant_is_a_goal_environment(name):
+  rng = np.random.default_rng(3)
+  for goal_conditioned in (False, True):
+    env = gymnasium.make(f'hiro/{name}-v0', goal_conditioned=goal_conditioned)
+    unwrapped = env.unwrapped
+    assert isinstance(unwrapped, gymnasium_env.HiroMazeEnv)
+    assert hasattr(unwrapped, 'compute_reward') == goal_conditioned and not hasattr(env, 'compute_reward')
+    if hasattr(unwrapped, 'compute_reward'):  # SB3's rule
+      assert isinstance(env.observation_space, spaces.Dict) and set(env.observation_space.spaces) == GOAL_KEYS
+    else:
+      assert isinstance(env.observation_space, spaces.Box)
+    if not goal_conditioned:
+      env.close()
+      continue
+    env.reset(seed=0)
+    action = rng.uniform(env.action_space.low, env.action_space.high).astype(np.float32)
+    observation, reward, _, _, info = env.step(action)
+    achieved, desired = observation['achieved_goal'], observation['desired_goal']
+    # Exactly the step's reward: SB3's `check_env` compares with ==.
+    assert unwrapped.compute_reward(achieved, desired, info) == reward
+    # HER's call: goals [2, 3, G] (the episode's goal first, then others), one info per goal -> float64 [2, 3].
+    goals = (desired + rng.normal(0, 4, (2, 3, len(desired)))).astype(np.float32)
+    goals[0, 0] = desired
+    achieved_goals = np.broadcast_to(achieved, goals.shape)
+    batch = unwrapped.compute_reward(achieved_goals, goals, np.full((2, 3), info))
+    assert batch.shape == (2, 3) and batch.dtype == np.float64 and batch[0, 0] == reward
+    rows = [[unwrapped.compute_reward(a, g, info) for a, g in zip(aa, gg)] for aa, gg in zip(achieved_goals, goals)]
+    np.testing.assert_array_equal(batch, rows)
+    difference = achieved_goals.astype(np.float64) - goals.astype(np.float64)
+    np.testing.assert_allclose(batch, -np.sqrt((difference ** 2).sum(axis=-1) + 1e-10), rtol=1e-12)
+    env.close()
+
+
+def test_the_constructor_picks_the_goal_environment_class():
+  for args, kwargs in ((('PointMaze', None, True), {}), (('PointMaze',), {'goal_conditioned': True})):
+    env = gymnasium_env.HiroMazeEnv(*args, **kwargs)
+    assert type(env) is gymnasium_env.GoalConditionedHiroMazeEnv and isinstance(env.observation_space, spaces.Dict)
+  env = gymnasium_env.HiroMazeEnv('PointMaze', goal_conditioned=False)
+  assert type(env) is gymnasium_env.HiroMazeEnv and not hasattr(env, 'compute_reward')
+  with pytest.raises(ValueError, match='GoalConditionedHiroMazeEnv observes the goal dict'):
+    gymnasium_env.GoalConditionedHiroMazeEnv('PointMaze', goal_conditioned=False)
 
 
 def test_render_frame():

@@ -8,7 +8,9 @@ torques in [-30, 30], 0.02 s RK4 timestep x 5 frames, the original maze geometry
   observation  float32 [D], the original's (30 for AntMaze / AntPush / AntFall: torso x, y, z, quaternion, 8 joint
                angles, 14 velocities, time t * 0.001); with `goal_conditioned=True` a dict of `observation`,
                `achieved_goal` (the observation at the task's indices) and `desired_goal` (the goal), as
-               Gymnasium-Robotics' goal environments
+               Gymnasium-Robotics' goal environments, and `compute_reward` (`GoalConditionedHiroMazeEnv`). Only that
+               variant has `compute_reward`: Stable-Baselines3 takes any environment with one for a goal environment
+               and then requires the dict
   action       float32 [A], the actuators' bounds (ant: 8 torques in [-30, 30])
   goal         the paper's target by default ((0, 16) AntMaze, (0, 19) AntPush, (0, 27, 4.5) AntFall); set it at
                `make(..., goal=...)` or for one episode with `reset(options={'goal': ...})`
@@ -27,6 +29,7 @@ Version history:
       and their Ego variants with 8 range-sensor rays).
 """
 
+import inspect
 from typing import Any, Dict, Optional, Sequence
 
 import gymnasium
@@ -48,6 +51,15 @@ def env_id(env_name: str) -> str:
   return f'{NAMESPACE}/{env_name}-v{VERSION}'
 
 
+def _negative_distance(achieved_goal, desired_goal) -> np.ndarray:
+  """float64 [...]: the reward, -sqrt(||achieved - desired||^2 + 1e-10) (length units), of goals [..., G].
+
+  The one computation of the reward, the step's and `compute_reward`'s alike, so that the two agree bit for bit (as
+  Stable-Baselines3's `check_env` requires)."""
+  difference = np.asarray(achieved_goal, np.float64) - np.asarray(desired_goal, np.float64)
+  return -np.sqrt(np.sum(difference * difference, axis=-1) + 1e-10)
+
+
 def register_envs() -> None:
   """Registers `REGISTERED` with Gymnasium (entry points are strings: nothing is built until `make`). Idempotent."""
   for name in REGISTERED:
@@ -59,6 +71,9 @@ def register_envs() -> None:
 class HiroMazeEnv(gymnasium.Env):
   """One of HIRO's mazes with its evaluation task (see the module docstring).
 
+  `HiroMazeEnv(..., goal_conditioned=True)` (and so `gymnasium.make(id, goal_conditioned=True)`) builds a
+  `GoalConditionedHiroMazeEnv`, the subclass with `compute_reward`, as `pathlib.Path(...)` builds a `PosixPath`.
+
   Args:
     env_name: one of `REGISTERED` (e.g. 'AntMaze', 'AntPush', 'AntFall', 'EgoAntMaze').
     goal: float [len(indices)], the target in environment length units; default the task's (`tasks.TASKS`).
@@ -67,6 +82,17 @@ class HiroMazeEnv(gymnasium.Env):
     width, height: the frame size of `render()`, pixels.
   """
   metadata = {'render_modes': list(maze.RENDER_MODES), 'render_fps': 10}  # one step is 0.1 s (ant)
+
+  def __new__(cls, *args, **kwargs):
+    """A `GoalConditionedHiroMazeEnv` where `HiroMazeEnv` itself is called with `goal_conditioned=True`."""
+    if cls is HiroMazeEnv:
+      try:
+        arguments = inspect.signature(HiroMazeEnv.__init__).bind(None, *args, **kwargs).arguments
+      except TypeError:
+        arguments = {}  # wrong arguments: `__init__` raises the usual TypeError
+      if arguments.get('goal_conditioned', False):
+        return super().__new__(GoalConditionedHiroMazeEnv)
+    return super().__new__(cls)
 
   def __init__(self, env_name: str = 'AntMaze', goal: Optional[Sequence[float]] = None, goal_conditioned: bool = False,
                render_mode: Optional[str] = None, width: int = 480, height: int = 480):
@@ -106,8 +132,7 @@ class HiroMazeEnv(gymnasium.Env):
   def _outputs(self, observation):
     """(observation as the space says, distance, success)."""
     achieved = observation[self._indices]
-    difference = achieved.astype(np.float64) - self.goal
-    distance = float(np.sqrt(np.dot(difference, difference) + 1e-10))
+    distance = -float(_negative_distance(achieved, self.goal))
     info = {'distance': distance, 'success': distance < tasks.SUCCESS_DISTANCE}
     if self.goal_conditioned:
       observation = {'observation': observation, 'achieved_goal': achieved, 'desired_goal': self.goal.copy()}
@@ -131,11 +156,6 @@ class HiroMazeEnv(gymnasium.Env):
     observation, reward, info = self._outputs(observation)
     return observation, reward, False, False, info
 
-  def compute_reward(self, achieved_goal, desired_goal, info=None):
-    """float64 [...]: the reward for achieved / desired goals [..., G] (for hindsight relabelling)."""
-    difference = np.asarray(achieved_goal, np.float64) - np.asarray(desired_goal, np.float64)
-    return -np.sqrt(np.sum(difference * difference, axis=-1) + 1e-10)
-
   def render(self):
     """uint8 [height, width, 3] with render_mode 'rgb_array'; None without a render mode."""
     if self.render_mode is None:
@@ -144,3 +164,20 @@ class HiroMazeEnv(gymnasium.Env):
 
   def close(self):
     self.maze.close()
+
+
+class GoalConditionedHiroMazeEnv(HiroMazeEnv):
+  """`HiroMazeEnv` with `goal_conditioned=True`: Gymnasium-Robotics' goal-environment interface, the dict observation
+  (`observation`, `achieved_goal`, `desired_goal`) and `compute_reward`, for hindsight relabelling (e.g.
+  Stable-Baselines3's `HerReplayBuffer`). Same arguments as `HiroMazeEnv`; `goal_conditioned` must stay True."""
+
+  def __init__(self, env_name: str = 'AntMaze', goal: Optional[Sequence[float]] = None, goal_conditioned: bool = True,
+               render_mode: Optional[str] = None, width: int = 480, height: int = 480):
+    if not goal_conditioned:
+      raise ValueError('GoalConditionedHiroMazeEnv observes the goal dict; HiroMazeEnv observes the array.')
+    super().__init__(env_name, goal, True, render_mode, width, height)
+
+  def compute_reward(self, achieved_goal, desired_goal, info=None):
+    """float64 [...]: the step's reward for achieved / desired goals [..., G] (`info`, one per goal, is unused)."""
+    del info  # the reward depends on the goals only
+    return _negative_distance(achieved_goal, desired_goal)
