@@ -56,8 +56,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, 'benchmarks'))
 
-from atari_profile_report import format_table  # pylint: disable=g-import-not-at-top,wrong-import-position
-from atari_profile_report import KEYS as _KEYS  # pylint: disable=g-import-not-at-top,wrong-import-position
+from atari_profile_report import format_table  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from atari_profile_report import KEYS as _KEYS  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 _CLK_TCK = os.sysconf('SC_CLK_TCK')
 
@@ -68,6 +68,7 @@ class _Done(Exception):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Measurements of this process, its threads, its children and the machine.
+
 
 def _children_cpu(pid):
   """utime + stime (s) of process `pid` from /proc/<pid>/stat; None if it is gone."""
@@ -166,6 +167,7 @@ class Profile:
       profile.policy_args = args
       with profile.timed('policy_wall', 'policy_cpu', 'policy_calls'):
         return original_call(policy, *args)
+
     policy_class.__call__ = policy_call
 
     original_get_inputs = dynamic_batching.Batcher.get_inputs
@@ -182,6 +184,7 @@ class Profile:
       profile.batch_sizes[size] += 1
       profile._local.batch_start = (w1, c1, profile.learning)
       return result
+
     dynamic_batching.Batcher.get_inputs = get_inputs
 
     original_set_outputs = dynamic_batching.Batcher.set_outputs
@@ -199,6 +202,7 @@ class Profile:
             acc['compute_wall_learning'] += wall
             acc['batches_learning'] += 1
           profile._local.batch_start = None
+
     dynamic_batching.Batcher.set_outputs = set_outputs
 
     original_env_step = environments.FlowEnvironment.step
@@ -206,6 +210,7 @@ class Profile:
     def env_step(flow, action, state):
       with profile.timed('env_wall', 'env_cpu', 'env_calls'):
         return original_env_step(flow, action, state)
+
     environments.FlowEnvironment.step = env_step
 
     original_unroll = actor_lib.Actor.unroll
@@ -213,6 +218,7 @@ class Profile:
     def unroll(actor):
       with profile.timed('unroll_wall', 'unroll_cpu', 'unrolls'):
         return original_unroll(actor)
+
     actor_lib.Actor.unroll = unroll
 
     original_learner_step = learner_lib.Learner.step
@@ -225,6 +231,7 @@ class Profile:
           return original_learner_step(learner, *args)
       finally:
         profile.learning = False
+
     learner_lib.Learner.step = learner_step
 
     original_batch_unrolls = actor_lib.batch_unrolls
@@ -232,14 +239,15 @@ class Profile:
     def batch_unrolls(actor_outputs):
       with profile.timed('stack_wall', 'stack_cpu', 'stacks'):
         return original_batch_unrolls(actor_outputs)
+
     actor_lib.batch_unrolls = batch_unrolls
 
   def snapshot(self, actor_threads, frames):
     accumulators, batch_sizes = self.snapshot_accumulators()
     busy, total = _machine_cpu()
     return dict(wall=time.perf_counter(), process_cpu=time.process_time(), threads=_python_threads_cpu(),
-                children={a.thread.name: _children_cpu(a.process.pid) for a in actor_threads},
-                machine_busy=busy, machine_total=total, acc=accumulators, batch_sizes=batch_sizes, frames=frames)
+                children={a.thread.name: _children_cpu(a.process.pid) for a in actor_threads}, machine_busy=busy,
+                machine_total=total, acc=accumulators, batch_sizes=batch_sizes, frames=frames)
 
   def total_env_calls(self):
     return sum(acc['env_calls'] for acc in list(self.accumulators.values()))
@@ -247,6 +255,7 @@ class Profile:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Calibration: the parts TensorFlow's pools take, measured in isolation after the window (actors held).
+
 
 def _pool_cpu(process_before, process_after, threads_before, threads_after, extra_python_cpu=0.):
   """CPU of the non-Python threads (TensorFlow's pools): the process's minus its live Python threads' and
@@ -332,6 +341,7 @@ def calibrate_inference(profile, batch_size, batches):
 def calibrate_environment(settings, steps):
   """(CPU s, wall s) of one agent step of the actors' environment (`AtariEnvironment.step`) in this process."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
   constructor = settings_lib.environment_constructor(settings, settings.level_name, seed=12345)
   env = constructor()
@@ -350,32 +360,38 @@ def calibrate_environment(settings, steps):
 # ---------------------------------------------------------------------------------------------------------------------
 # One run (in a fresh process).
 
+
 def _settings(num_actors, inference='batched'):
   import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
+
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top  (registers its gin names)
   from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
   gin.add_config_file_search_path(os.path.join(REPO_ROOT, 'configs'))
-  gin.parse_config_files_and_bindings([os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
-                                      [f'experiment.num_actors = {num_actors}',
-                                       f"experiment.actor_inference = '{inference}'"])
-  return settings_lib.Settings(**{name: experiment.bound_value(name)
-                                  for name in settings_lib.Settings.__dataclass_fields__})
+  gin.parse_config_files_and_bindings(
+      [os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
+      [f'experiment.num_actors = {num_actors}', f"experiment.actor_inference = '{inference}'"])
+  return settings_lib.Settings(
+      **{name: experiment.bound_value(name) for name in settings_lib.Settings.__dataclass_fields__})
 
 
-def run(num_actors, seconds, instrument, inference='batched', calibration_batches=60, learner_steps=4,
-        env_steps=400):
+def run(num_actors, seconds, instrument, inference='batched', calibration_batches=60, learner_steps=4, env_steps=400):
   """One training run of ~seconds after its second learner step, the actors' policy step as `inference` says
   ('batched' or 'numpy'); returns a dict (frames/s and, instrumented, the window's snapshots and the calibrations:
   none of inference batches for 'numpy')."""
   from absl import logging  # pylint: disable=g-import-not-at-top
+
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
   settings = _settings(num_actors, inference)
   profile = Profile() if instrument else None
   if profile:
     profile.install(inference)
-  marks, result = [], {'num_actors': num_actors, 'instrumented': instrument, 'cores': os.cpu_count(),
-                       'inference': inference}
+  marks, result = [], {
+      'num_actors': num_actors,
+      'instrumented': instrument,
+      'cores': os.cpu_count(),
+      'inference': inference
+  }
 
   def hook(actor_threads, metrics):
     frames = int(metrics['num_environment_frames'])
@@ -390,7 +406,8 @@ def run(num_actors, seconds, instrument, inference='batched', calibration_batche
           pool, main, wall = calibrate_learner(profile, learner_steps)
           result['learner_calibration'] = dict(pool_cpu=pool, main_cpu=main, wall=wall)
           result['inference_calibration'] = {} if inference == 'numpy' else {
-              b: calibrate_inference(profile, b, calibration_batches) for b in range(1, num_actors + 1)}
+              b: calibrate_inference(profile, b, calibration_batches) for b in range(1, num_actors + 1)
+          }
           cpu, wall = calibrate_environment(settings, env_steps)
           result['environment_calibration'] = dict(cpu=cpu, wall=wall)
         finally:
@@ -408,8 +425,12 @@ def run(num_actors, seconds, instrument, inference='batched', calibration_batche
 
 
 def _run_in_subprocess(num_actors, seconds, instrument, inference='batched'):
-  command = [sys.executable, os.path.abspath(__file__), '--_run', str(num_actors), '--seconds', str(seconds),
-             '--inference', inference]
+  command = [
+      sys.executable,
+      os.path.abspath(__file__), '--_run',
+      str(num_actors), '--seconds',
+      str(seconds), '--inference', inference
+  ]
   if not instrument:
     command.append('--_plain')
   completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False,
@@ -424,6 +445,7 @@ def _run_in_subprocess(num_actors, seconds, instrument, inference='batched'):
 # ---------------------------------------------------------------------------------------------------------------------
 # The table.
 
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--actors', default='2,4,8', help='comma-separated numbers of actors (= environments)')
@@ -431,9 +453,10 @@ def main(argv=None):
   parser.add_argument('--no_baseline', action='store_true', help='skip the uninstrumented run of each N')
   parser.add_argument('--json', default=None, help='also write the raw measurements to this file')
   parser.add_argument('--from_json', default=None, help='print the tables of a file written by --json (no runs)')
-  parser.add_argument('--inference', choices=('batched', 'numpy'), default='batched',
-                      help="the actors' policy step (experiment.actor_inference): the original's batched TensorFlow "
-                           "call (default) or each actor's NumPy forward pass (the config's)")
+  parser.add_argument(
+      '--inference', choices=('batched', 'numpy'), default='batched',
+      help="the actors' policy step (experiment.actor_inference): the original's batched TensorFlow "
+      "call (default) or each actor's NumPy forward pass (the config's)")
   parser.add_argument('--_run', type=int, default=0, help=argparse.SUPPRESS)
   parser.add_argument('--_plain', action='store_true', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
@@ -448,17 +471,19 @@ def main(argv=None):
   for num_actors in [] if args.from_json else [int(a) for a in args.actors.split(',')]:
     baseline = None if args.no_baseline else _run_in_subprocess(num_actors, args.seconds, False, args.inference)
     if baseline:
-      print(f'{num_actors} actors, uninstrumented: {baseline["frames_per_second"]:.0f} frames/s '
-            f'(load average {os.getloadavg()[0]:.1f})', flush=True)
-    profiled = _run_in_subprocess(num_actors, args.seconds, True, args.inference)
-    print(f'{num_actors} actors, instrumented: {profiled["frames_per_second"]:.0f} frames/s '
+      print(
+          f'{num_actors} actors, uninstrumented: {baseline["frames_per_second"]:.0f} frames/s '
           f'(load average {os.getloadavg()[0]:.1f})', flush=True)
+    profiled = _run_in_subprocess(num_actors, args.seconds, True, args.inference)
+    print(
+        f'{num_actors} actors, instrumented: {profiled["frames_per_second"]:.0f} frames/s '
+        f'(load average {os.getloadavg()[0]:.1f})', flush=True)
     results.append((num_actors, baseline, profiled))
     if args.json:
       with open(args.json, 'w') as f:
         json.dump([dict(num_actors=n, baseline=b, profiled=p) for n, b, p in results], f, indent=1)
   print('\nPong, configs/impala_atari.gin (the shallow expert, batch 32 x unroll 20), CPU; per agent step = 4 frames')
-  for num_actors, baseline, profiled in results:
+  for _, baseline, profiled in results:
     print()
     print(format_table(profiled, baseline))
     if baseline:

@@ -35,17 +35,21 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.join(REPO_ROOT, 'benchmarks'))
 
-import impala_throughput  # pylint: disable=g-import-not-at-top,wrong-import-position
+import impala_throughput  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
-SF_COMMON = ['--env=atari_pong', '--device=cpu', '--with_wandb=False', '--with_vtrace=True',
-             '--normalize_returns=False', '--async_rl=True', '--num_epochs=1', '--num_batches_per_epoch=1',
-             '--rollout=20', '--recurrence=20', '--batch_size=640', '--num_envs_per_worker=1', '--worker_num_splits=1']
+SF_COMMON = [
+    '--env=atari_pong', '--device=cpu', '--with_wandb=False', '--with_vtrace=True', '--normalize_returns=False',
+    '--async_rl=True', '--num_epochs=1', '--num_batches_per_epoch=1', '--rollout=20', '--recurrence=20',
+    '--batch_size=640', '--num_envs_per_worker=1', '--worker_num_splits=1'
+]
 SF_NETWORKS = {
     'sf-default': [],  # sample-factory's Atari default: convnet_atari + FC 512.
     'sf-shallow': ['--encoder_conv_architecture=convnet_impala', '--encoder_conv_mlp_layers', '256'],
     # The same without pinning its workers to cores (its default pins rollout worker i to core i).
-    'sf-shallow-unpinned': ['--encoder_conv_architecture=convnet_impala', '--encoder_conv_mlp_layers', '256',
-                            '--set_workers_cpu_affinity=False'],
+    'sf-shallow-unpinned': [
+        '--encoder_conv_architecture=convnet_impala', '--encoder_conv_mlp_layers', '256',
+        '--set_workers_cpu_affinity=False'
+    ],
 }
 _SF_REPORT = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\].*Total num frames: (\d+)\.')
 
@@ -53,16 +57,17 @@ _SF_REPORT = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\].*Total num 
 def measure_ours(num_actors, seconds, bindings=()):
   """Our single-machine training (configs/impala_atari.gin, num_actors actors, then `bindings`) for ~seconds;
   returns frames/s."""
-  import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
   from absl import logging  # pylint: disable=g-import-not-at-top
+  import gin  # pylint: disable=g-import-not-at-top  (not in the spawned children)
+
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top  (registers its gin names)
   from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
   gin.add_config_file_search_path(os.path.join(REPO_ROOT, 'configs'))
   gin.parse_config_files_and_bindings([os.path.join(REPO_ROOT, 'configs', 'impala_atari.gin')],
                                       [f'experiment.num_actors = {num_actors}', *bindings])
-  settings = settings_lib.Settings(**{name: experiment.bound_value(name)
-                                    for name in settings_lib.Settings.__dataclass_fields__})
+  settings = settings_lib.Settings(
+      **{name: experiment.bound_value(name) for name in settings_lib.Settings.__dataclass_fields__})
   return impala_throughput.timed_training(settings, seconds)[0]
 
 
@@ -76,8 +81,11 @@ OURS = {
 def _run_ours(num_actors, seconds, tree=REPO_ROOT, bindings=()):
   """Our training in a fresh process, from the checkout `tree` (this one, or --base_tree's)."""
   script = os.path.join(tree, 'benchmarks', os.path.basename(__file__))
-  command = [sys.executable, script, '--_ours', str(num_actors), '--seconds', str(seconds),
-             *[f'--_binding={b}' for b in bindings]]
+  command = [
+      sys.executable, script, '--_ours',
+      str(num_actors), '--seconds',
+      str(seconds), *[f'--_binding={b}' for b in bindings]
+  ]
   result = subprocess.run(command, cwd=tree, capture_output=True, text=True,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), check=False)
   lines = [line for line in result.stdout.splitlines() if line.startswith('{')]
@@ -93,12 +101,13 @@ def _sf_time(stamp):
 def _run_sample_factory(sf_python, name, num_workers, seconds, warmup):
   """One sample-factory run of warmup + seconds (+ its start-up); returns frames/s over its steady window."""
   with tempfile.TemporaryDirectory() as train_dir:
-    command = [sf_python, '-m', 'sf_examples.atari.train_atari', *SF_COMMON, *SF_NETWORKS[name],
-               f'--num_workers={num_workers}', f'--train_dir={train_dir}', '--experiment=bench']
+    command = [
+        sf_python, '-m', 'sf_examples.atari.train_atari', *SF_COMMON, *SF_NETWORKS[name],
+        f'--num_workers={num_workers}', f'--train_dir={train_dir}', '--experiment=bench'
+    ]
     log_path = os.path.join(train_dir, 'stdout.log')
     with open(log_path, 'w') as log:
-      process = subprocess.Popen(command, cwd=train_dir, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+      process = subprocess.Popen(command, cwd=train_dir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
       start, reports = time.monotonic(), []
       try:
         while time.monotonic() - start < 600:
@@ -133,18 +142,22 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--sf_python', default='../venv_sf19/bin/python',
                       help="sample-factory's venv python (benchmarks/setup_sample_factory.sh)")
-  parser.add_argument('--workers', default='2', help='our actors = sample-factory workers (environments); several, '
-                      'comma-separated (e.g. 2,4,8), run one after the other')
+  parser.add_argument(
+      '--workers', default='2', help='our actors = sample-factory workers (environments); several, '
+      'comma-separated (e.g. 2,4,8), run one after the other')
   parser.add_argument('--rounds', type=int, default=2)
   parser.add_argument('--seconds', type=float, default=75., help='timed seconds per run (after warm-up)')
-  parser.add_argument('--warmup', type=float, default=15., help="sample-factory: seconds skipped after its first "
-                      'frames (ours skips its first learner step, which holds the tracing)')
-  parser.add_argument('--systems', default='ours,sf-default,sf-shallow',
-                      help='comma-separated: ours, ours-batched (the original inference), sf-default, sf-shallow, '
-                      'sf-shallow-unpinned, base (ours from --base_tree)')
-  parser.add_argument('--base_tree', default=None,
-                      help="another checkout of this repository (e.g. `git worktree add /tmp/base HEAD~1`): system "
-                      "'base' runs ours from it, to compare two versions of our code side by side")
+  parser.add_argument(
+      '--warmup', type=float, default=15., help="sample-factory: seconds skipped after its first "
+      'frames (ours skips its first learner step, which holds the tracing)')
+  parser.add_argument(
+      '--systems', default='ours,sf-default,sf-shallow',
+      help='comma-separated: ours, ours-batched (the original inference), sf-default, sf-shallow, '
+      'sf-shallow-unpinned, base (ours from --base_tree)')
+  parser.add_argument(
+      '--base_tree', default=None,
+      help="another checkout of this repository (e.g. `git worktree add /tmp/base HEAD~1`): system "
+      "'base' runs ours from it, to compare two versions of our code side by side")
   parser.add_argument('--_ours', type=int, default=0, help=argparse.SUPPRESS)
   parser.add_argument('--_binding', action='append', default=[], help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
@@ -181,8 +194,9 @@ def _compare(args, systems, workers):
       else:
         rate = _run_sample_factory(args.sf_python, system, workers, args.seconds, args.warmup)
       rates[system].append(rate)
-      print(f'round {round_index + 1}: {system}, {workers} environments: {rate:.0f} frames/s '
-            f'(load average {os.getloadavg()[0]:.1f})', flush=True)
+      print(
+          f'round {round_index + 1}: {system}, {workers} environments: {rate:.0f} frames/s '
+          f'(load average {os.getloadavg()[0]:.1f})', flush=True)
   print(f'\nPong, 84 x 84, frame skip 4, CPU, {workers} environments (our actors, sample-factory workers); '
         f'environment frames/s, {args.rounds} alternating rounds of {args.seconds:.0f} s')
   print('| system | ' + ' | '.join(f'round {i + 1}' for i in range(args.rounds)) + ' | mean | ours / it |')

@@ -62,7 +62,8 @@ def bench_py_process(seconds, actors):
     try:
       for p in processes:  # Warm-up.
         p.proxy.compute(2)
-      rate = _rate(lambda i: processes[i].proxy.compute(2), seconds, threads=n)
+      # noqa reason: called within this iteration.
+      rate = _rate(lambda i: processes[i].proxy.compute(2), seconds, threads=n)  # noqa: B023
     finally:
       py_process.close_all(processes)
     print(f'py_process  {n:3d} process(es), 72x96x3 uint8 frame round trip: {rate:9.0f} calls/s'
@@ -71,6 +72,7 @@ def bench_py_process(seconds, actors):
 
 def bench_many_small(seconds, thread_counts):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   from scalable_agent import dynamic_batching  # pylint: disable=g-import-not-at-top
 
   def add(a, b):
@@ -81,7 +83,8 @@ def bench_many_small(seconds, thread_counts):
     ones = np.ones([1, 10], np.float32)
     sizes = []
     f(ones, ones)
-    rate = _rate(lambda i: sizes.append(int(f(ones, ones)[1][0])), seconds, threads)
+    # noqa reason: called within this iteration.
+    rate = _rate(lambda i: sizes.append(int(f(ones, ones)[1][0])), seconds, threads)  # noqa: B023
     f.close()
     print(f'batching    many small [1, 10], {threads:3d} threads: {rate:9.0f} calls/s, mean batch size '
           f'{np.mean(sizes):.1f}')
@@ -89,6 +92,7 @@ def bench_many_small(seconds, thread_counts):
 
 def bench_agent(seconds, actor_counts):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   from scalable_agent import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from scalable_agent import dynamic_batching  # pylint: disable=g-import-not-at-top
   from scalable_agent import environments  # pylint: disable=g-import-not-at-top
@@ -103,10 +107,10 @@ def bench_agent(seconds, actor_counts):
 
   def actor_inputs():
     env_output = environments.StepOutput(
-        reward=np.zeros([1], np.float32),
-        info=environments.StepOutputInfo(np.zeros([1], np.float32), np.zeros([1], np.int32)),
-        done=np.zeros([1], bool),
-        observation=(rng.integers(0, 256, (1, 72, 96, 3), dtype=np.uint8), np.array(['go to the red ball'])))
+        reward=np.zeros([1], np.float32), info=environments.StepOutputInfo(np.zeros([1], np.float32),
+                                                                           np.zeros([1], np.int32)),
+        done=np.zeros([1], bool), observation=(rng.integers(0, 256, (1, 72, 96, 3),
+                                                            dtype=np.uint8), np.array(['go to the red ball'])))
     core_state = agent_lib.LSTMState(np.zeros([1, 256], np.float32), np.zeros([1, 256], np.float32))
     return np.zeros([1], np.int32), env_output, core_state
 
@@ -115,7 +119,7 @@ def bench_agent(seconds, actor_counts):
   signature = tf.nest.map_structure(
       lambda x: tf.TensorSpec([None] + list(x.shape[1:]), tf.string if x.dtype.kind == 'U' else x.dtype), args)
   unbatched = tf.function(step).get_concrete_function(*signature)
-  tensors = tf.nest.map_structure(lambda x: tf.constant(x), args)
+  tensors = tf.nest.map_structure(tf.constant, args)
   rate = _rate(lambda i: tf.nest.map_structure(np.asarray, unbatched(*tensors)), seconds)
   print(f'agent step  unbatched tf.function, batch 1, 1 thread:    {rate:9.0f} calls/s')
   for actors in actor_counts:
@@ -123,7 +127,8 @@ def bench_agent(seconds, actor_counts):
     per_actor = [actor_inputs() for _ in range(actors)]
     sizes = []
     f(*per_actor[0])
-    rate = _rate(lambda i: sizes.append(int(f(*per_actor[i])[2][0])), seconds, actors)
+    # noqa reason: called within this iteration.
+    rate = _rate(lambda i: sizes.append(int(f(*per_actor[i])[2][0])), seconds, actors)  # noqa: B023
     f.close()
     print(f'agent step  batch_fn, {actors:3d} actor threads:             {rate:9.0f} calls/s, mean batch size '
           f'{np.mean(sizes):.1f}')
@@ -133,8 +138,9 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument('--seconds', type=float, default=3.)
   parser.add_argument('--threads', default='8,32', help='caller threads for the many-small benchmark')
-  parser.add_argument('--actors', default='4,8', help='actor threads for the agent benchmark; the largest is also '
-                      'the number of processes of the multi-process py_process benchmark')
+  parser.add_argument(
+      '--actors', default='4,8', help='actor threads for the agent benchmark; the largest is also '
+      'the number of processes of the multi-process py_process benchmark')
   args = parser.parse_args()
   actors = [int(n) for n in args.actors.split(',')]
   bench_py_process(args.seconds, max(actors))

@@ -35,6 +35,7 @@ def main():
   x = np.ones([4], np.float32)
   for _ in range(1000):
     tf.convert_to_tensor(x)
+
   def grown(measure):
     gc.collect()
     before = measure()

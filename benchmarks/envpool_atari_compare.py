@@ -39,7 +39,7 @@ sys.path.insert(0, REPO_ROOT)
 # One OpenBLAS thread for our preprocessing's products, as in training's environment processes (actor.py).
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def import_envpool():
@@ -62,7 +62,7 @@ def import_envpool():
 
 def ale_seed(seed):
   """The ALE `random_seed` that `AtariEnvironment(seed=seed)` sets (its RandomState's first draw)."""
-  return int(np.random.RandomState(seed).randint(0, 2 ** 31 - 1))
+  return int(np.random.RandomState(seed).randint(0, 2**31 - 1))
 
 
 def make_envpool(envpool, game, num_envs, **settings):
@@ -108,6 +108,7 @@ def compare(envpool, game, steps, life_loss, seed):
   def route_c(grey_chw, new_episode):  # our area resize (and rounding) of a grey screen, and our stack
     resized = ours_on_rgb._resize_rows @ grey_chw[0].astype(np.float32) @ ours_on_rgb._resize_columns_t
     return stacker_c._observe((resized + 0.5).astype(np.uint8)[:, :, None], new_episode)
+
   # pylint: enable=protected-access
 
   hist, hist_ca = np.zeros(256, np.int64), np.zeros(256, np.int64)
@@ -190,8 +191,9 @@ def speed(envpool, game, env_counts, seconds, rounds, threads):
   for r in range(rounds):
     for system in rates:
       rates[system].append(ours_rate() if system == 'ours' else envpool_rate(system))
-      print(f'round {r + 1}: {"ours in-process" if system == "ours" else f"EnvPool sync N={system}"}: '
-            f'{rates[system][-1]:.0f} steps/s', flush=True)
+      print(
+          f'round {r + 1}: {"ours in-process" if system == "ours" else f"EnvPool sync N={system}"}: '
+          f'{rates[system][-1]:.0f} steps/s', flush=True)
   base = np.mean(rates['ours'])
   print(f'{game}, {rounds} rounds of {seconds:g} s, EnvPool num_threads={threads} (0: min(N, cores)); means:')
   for system, values in rates.items():

@@ -17,18 +17,18 @@ Options: --steps (timed steps per learner row), --skip_hiro, --quick (tiny steps
 
 import argparse
 import os
+from pathlib import Path
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / 'benchmarks'))
 
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 NUM_ACTION_REPEATS = 4
 
@@ -46,11 +46,12 @@ def _time_steps(step, steps):
 
 def impala_deep(steps, batch_size=32, unroll_length=100):
   import impala_learner  # pylint: disable=g-import-not-at-top  (benchmarks/impala_learner.py)
+
   from scalable_agent import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
   batch = impala_learner.random_batch(batch_size, unroll_length, num_actions=9)
   learner = learner_lib.Learner(agent_lib.Agent(9))
-  seconds = _time_steps(lambda: learner.step(*batch)['total_loss'].numpy(), steps)
+  seconds = _time_steps(lambda: learner.step(*batch)['total_loss'].numpy(), steps)  # noqa: PLW0108  (a step per call)
   frames = batch_size * unroll_length * NUM_ACTION_REPEATS / seconds
   return (f'impala deep learner, batch {batch_size} x unroll {unroll_length}, 72x96x3', frames, 'frames/s',
           _device(learner.agent.trainable_variables[0]), 'maintainers: 30K+ on one P100')
@@ -62,14 +63,13 @@ def _atari_batch(batch_size, unroll_length, num_actions=6, seed=0):
   rng = np.random.default_rng(seed)
   shape = (unroll_length + 1, batch_size)
   env_outputs = environments.StepOutput(
-      reward=tf.constant(rng.choice([0., 0., 1., -1.], shape), tf.float32),
-      info=environments.StepOutputInfo(tf.zeros(shape), tf.zeros(shape, tf.int32)),
+      reward=tf.constant(rng.choice([0., 0., 1., -1.], shape),
+                         tf.float32), info=environments.StepOutputInfo(tf.zeros(shape), tf.zeros(shape, tf.int32)),
       done=tf.constant(rng.random(shape) < .01),
       observation=(tf.constant(rng.integers(0, 256, shape + (84, 84, 4), dtype=np.uint8)), tf.fill(shape, '')))
-  agent_outputs = agent_lib.AgentOutput(
-      action=tf.constant(rng.integers(0, num_actions, shape), tf.int32),
-      policy_logits=tf.constant(rng.normal(size=shape + (num_actions,)), tf.float32),
-      baseline=tf.constant(rng.normal(size=shape), tf.float32))
+  agent_outputs = agent_lib.AgentOutput(action=tf.constant(rng.integers(0, num_actions, shape), tf.int32),
+                                        policy_logits=tf.constant(rng.normal(size=shape + (num_actions,)), tf.float32),
+                                        baseline=tf.constant(rng.normal(size=shape), tf.float32))
   state = agent_lib.LSTMState(*(tf.zeros([batch_size, agent_lib.CORE_LSTM_SIZE]) for _ in range(2)))
   return state, env_outputs, agent_outputs
 
@@ -78,13 +78,13 @@ def impala_shallow(steps, batch_size=32, unroll_length=20):
   from scalable_agent import learner as learner_lib  # pylint: disable=g-import-not-at-top
   from scalable_agent import networks  # pylint: disable=g-import-not-at-top
   batch = _atari_batch(batch_size, unroll_length)
-  learner = learner_lib.Learner(networks.FeedForwardAgent(6, (84, 84, 4), torso='shallow'), entropy_cost=0.01,
-                                learning_rate=0.0006, epsilon=0.01, total_environment_frames=int(2e8),
-                                gradient_clipping=40.)
-  seconds = _time_steps(lambda: learner.step(*batch)['total_loss'].numpy(), steps)
+  learner = learner_lib.Learner(networks.FeedForwardAgent(6, (84, 84, 4),
+                                                          torso='shallow'), entropy_cost=0.01, learning_rate=0.0006,
+                                epsilon=0.01, total_environment_frames=int(2e8), gradient_clipping=40.)
+  seconds = _time_steps(lambda: learner.step(*batch)['total_loss'].numpy(), steps)  # noqa: PLW0108  (a step per call)
   frames = batch_size * unroll_length * NUM_ACTION_REPEATS / seconds
-  return (f'impala shallow (Atari) learner, batch {batch_size} x unroll {unroll_length}, 84x84x4', frames,
-          'frames/s', _device(learner.agent.trainable_variables[0]), 'learner alone, no actors')
+  return (f'impala shallow (Atari) learner, batch {batch_size} x unroll {unroll_length}, 84x84x4', frames, 'frames/s',
+          _device(learner.agent.trainable_variables[0]), 'learner alone, no actors')
 
 
 def hiro_updates(low_steps, meta_steps):
@@ -96,8 +96,8 @@ def hiro_updates(low_steps, meta_steps):
     trainer.collect_steps(tf.constant(loop.settings.initial_steps, tf.int64))
     device = _device(trainer.global_step)
     low_rate, meta_rate = hiro_train_speed.update_rates(trainer, low_steps, meta_steps)
-    for name, rate, count in (('low-level TD3 update', low_rate, low_steps),
-                              ('meta update (off-policy correction)', meta_rate, meta_steps)):
+    for name, rate, count in (('low-level TD3 update', low_rate, low_steps), ('meta update (off-policy correction)',
+                                                                              meta_rate, meta_steps)):
       rows.append((f'hiro {name}, ant_maze, batch 100', rate, 'updates/s', device, f'{count} in one tf.function'))
   return rows
 
@@ -110,8 +110,9 @@ def main(argv=None):
   args = parser.parse_args(argv)
   steps = 1 if args.quick else args.steps
   gpus = tf.config.list_physical_devices('GPU')
-  print(f'TensorFlow {tf.__version__} (CUDA build: {tf.test.is_built_with_cuda()}), GPUs: '
-        f'{[g.name for g in gpus] or "none"}, {os.cpu_count()} CPUs', flush=True)
+  print(
+      f'TensorFlow {tf.__version__} (CUDA build: {tf.test.is_built_with_cuda()}), GPUs: '
+      f'{[g.name for g in gpus] or "none"}, {os.cpu_count()} CPUs', flush=True)
   rows = []
   for fn, kwargs in ((impala_deep, {}), (impala_shallow, {}), (impala_shallow, {'batch_size': 256})):
     start = time.perf_counter()

@@ -17,10 +17,10 @@ import time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import uvf  # noqa: F401  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import  (registers hiro/*)
 import gymnasium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+import uvf  # noqa: F401  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import  (registers hiro/*)
 from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -29,8 +29,8 @@ def measure(task, steps_per_round, rounds, seed=0):
   gym_env = gymnasium.make(f'hiro/{task}-v0', max_episode_steps=-1)  # no truncation inside a round
   tfa_env = create_maze_env.create_maze_env(task)
   space = gym_env.action_space
-  actions = np.random.default_rng(seed).uniform(space.low, space.high, (steps_per_round,) + space.shape).astype(
-      np.float32)
+  actions = np.random.default_rng(seed).uniform(space.low, space.high,
+                                                (steps_per_round,) + space.shape).astype(np.float32)
 
   def run_gym():
     gym_env.reset(seed=seed)

@@ -32,11 +32,11 @@ one process alone in the same way.
 
 import argparse
 import os
+from pathlib import Path
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,9 +45,9 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import launcher  # pylint: disable=g-import-not-at-top,wrong-import-position
-import uvf.configurables  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 from uvf import run_loop  # pylint: disable=g-import-not-at-top,wrong-import-position
 from uvf import train  # pylint: disable=g-import-not-at-top,wrong-import-position
+import uvf.configurables  # noqa: F401,E402  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 
 
 def build_loop(config, bindings, train_dir):
@@ -153,9 +153,13 @@ def many_seeds(args):
   workers = []
   for seed in range(args.seeds):
     mine = [cpus[(seed * args.threads + i) % len(cpus)] for i in range(args.threads)]
-    command = [sys.executable, __file__, '--seed_worker', '--seed', str(seed), '--threads', str(args.threads),
-               '--inter_threads', str(args.inter_threads),
-               '--cpus', ','.join(map(str, mine)), '--config', args.config, '--steps', str(args.steps)]
+    command = [
+        sys.executable, __file__, '--seed_worker', '--seed',
+        str(seed), '--threads',
+        str(args.threads), '--inter_threads',
+        str(args.inter_threads), '--cpus', ','.join(map(str, mine)), '--config', args.config, '--steps',
+        str(args.steps)
+    ]
     for binding in args.gin_param:
       command += ['--gin_param', binding]
     workers.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
@@ -178,11 +182,12 @@ def many_seeds(args):
         cpu_rates.append(float(line.split()[2]))
   if len(rates) != args.seeds:
     raise SystemExit('a seed worker failed while timing')
-  print(f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; {args.seeds} seeds as processes with '
-        f'{args.threads} thread(s) each (inter-op {args.inter_threads or args.threads}), {args.steps} steps each ({time.perf_counter() - start:.1f} s); bindings '
-        f'{args.gin_param}')
-  print('per seed env steps/s: ' + ', '.join(f'{r:.0f}' for r in rates) + '; per CPU-second of each process: '
-        + ', '.join(f'{r:.0f}' for r in cpu_rates))
+  print(
+      f'\nconfig {args.config}, {os.cpu_count()} CPUs, TF {tf.__version__}; {args.seeds} seeds as processes with '
+      f'{args.threads} thread(s) each (inter-op {args.inter_threads or args.threads}), {args.steps} steps each ({time.perf_counter() - start:.1f} s); bindings '
+      f'{args.gin_param}')
+  print('per seed env steps/s: ' + ', '.join(f'{r:.0f}' for r in rates) + '; per CPU-second of each process: ' +
+        ', '.join(f'{r:.0f}' for r in cpu_rates))
   print(f'total env steps/s: {sum(rates):.0f}')
 
 
@@ -260,8 +265,8 @@ def main():
   print(f'{"meta update (with correction)":<34}{meta_rate:>12.1f}{ms(meta_rate):>10.3f}{ms(meta_rate) / 10:>18.3f}')
   predicted = collect_ms + ms(low_rate) + ms(meta_rate) / 10
   print(f'{"sum of the parts":<34}{1000 / predicted:>12.0f}{"":>10}{predicted:>18.3f}')
-  print(f'{"full training loop":<34}{full_rate:>12.0f}{"":>10}{ms(full_rate):>18.3f}   (runs: '
-        + ', '.join(f'{r:.0f}' for r in rates) + ')')
+  print(f'{"full training loop":<34}{full_rate:>12.0f}{"":>10}{ms(full_rate):>18.3f}   (runs: ' +
+        ', '.join(f'{r:.0f}' for r in rates) + ')')
   print('original (efficient-hrl train_uvf, TF 1.15.5, same kind of machine, agent cost alone): 70-76 env steps/s')
 
 

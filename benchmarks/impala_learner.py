@@ -52,18 +52,20 @@ def _median_ms(fn, calls, warmup=3):
 def benchmark_vtrace(seq_len=100, batch_size=32, num_actions=9, calls=200):
   """Median ms per `vtrace.from_logits` call on each execution path (the same inputs)."""
   rng = np.random.default_rng(0)
-  inputs = dict(
-      behaviour_policy_logits=tf.constant(rng.normal(size=(seq_len, batch_size, num_actions)), tf.float32),
-      target_policy_logits=tf.constant(rng.normal(size=(seq_len, batch_size, num_actions)), tf.float32),
-      actions=tf.constant(rng.integers(0, num_actions, (seq_len, batch_size)), tf.int32),
-      discounts=tf.constant(rng.choice([0., .99], (seq_len, batch_size), p=[.01, .99]), tf.float32),
-      rewards=tf.constant(rng.normal(size=(seq_len, batch_size)), tf.float32),
-      values=tf.constant(rng.normal(size=(seq_len, batch_size)), tf.float32),
-      bootstrap_value=tf.constant(rng.normal(size=batch_size), tf.float32))
+  inputs = dict(behaviour_policy_logits=tf.constant(rng.normal(size=(seq_len, batch_size, num_actions)), tf.float32),
+                target_policy_logits=tf.constant(rng.normal(size=(seq_len, batch_size, num_actions)), tf.float32),
+                actions=tf.constant(rng.integers(0, num_actions, (seq_len, batch_size)), tf.int32),
+                discounts=tf.constant(rng.choice([0., .99], (seq_len, batch_size), p=[.01, .99]),
+                                      tf.float32), rewards=tf.constant(rng.normal(size=(seq_len, batch_size)),
+                                                                       tf.float32),
+                values=tf.constant(rng.normal(size=(seq_len, batch_size)),
+                                   tf.float32), bootstrap_value=tf.constant(rng.normal(size=batch_size), tf.float32))
   results = {}
   for mode in ('eager', 'function', 'jit'):
+
     def call(mode=mode):
       return vtrace.from_logits(execution_mode=mode, **inputs).vs.numpy()
+
     results[mode] = _median_ms(call, calls // 10 if mode == 'eager' else calls)
   return results
 
@@ -75,15 +77,14 @@ def random_batch(batch_size, unroll_length, num_actions, seed=0):
   words = np.array(['go', 'to', 'the', 'red', 'ball', 'pick', 'up', 'apple'])
   instructions = np.array([' '.join(rng.choice(words, 4)) for _ in range(np.prod(shape))]).reshape(shape)
   env_outputs = environments.StepOutput(
-      reward=tf.constant(rng.choice([0., 0., 0., 1., -1., 10.], shape), tf.float32),
-      info=environments.StepOutputInfo(tf.zeros(shape), tf.zeros(shape, tf.int32)),
+      reward=tf.constant(rng.choice([0., 0., 0., 1., -1., 10.], shape),
+                         tf.float32), info=environments.StepOutputInfo(tf.zeros(shape), tf.zeros(shape, tf.int32)),
       done=tf.constant(rng.random(shape) < .01),
-      observation=(tf.constant(rng.integers(0, 256, shape + agent_lib.DEFAULT_FRAME_SHAPE, dtype=np.uint8)),
-                   tf.constant(instructions)))
-  agent_outputs = agent_lib.AgentOutput(
-      action=tf.constant(rng.integers(0, num_actions, shape), tf.int32),
-      policy_logits=tf.constant(rng.normal(size=shape + (num_actions,)), tf.float32),
-      baseline=tf.constant(rng.normal(size=shape), tf.float32))
+      observation=(tf.constant(rng.integers(0, 256, shape + agent_lib.DEFAULT_FRAME_SHAPE,
+                                            dtype=np.uint8)), tf.constant(instructions)))
+  agent_outputs = agent_lib.AgentOutput(action=tf.constant(rng.integers(0, num_actions, shape), tf.int32),
+                                        policy_logits=tf.constant(rng.normal(size=shape + (num_actions,)), tf.float32),
+                                        baseline=tf.constant(rng.normal(size=shape), tf.float32))
   agent_state = agent_lib.LSTMState(*(tf.zeros([batch_size, agent_lib.CORE_LSTM_SIZE]) for _ in range(2)))
   return agent_state, env_outputs, agent_outputs
 
@@ -153,9 +154,10 @@ def main():
   parser.add_argument('--vtrace_calls', type=int, default=200)
   parser.add_argument('--skip_learner', action='store_true')
   parser.add_argument('--skip_vtrace', action='store_true')
-  parser.add_argument('--strategy', default='default',
-                      help='comma-separated tf.distribute strategies to time the learner under, interleaved: '
-                           f'{", ".join(learner_lib.STRATEGIES)}')
+  parser.add_argument(
+      '--strategy', default='default',
+      help='comma-separated tf.distribute strategies to time the learner under, interleaved: '
+      f'{", ".join(learner_lib.STRATEGIES)}')
   parser.add_argument('--num_cpu_devices', type=int, default=2,
                       help='logical CPU devices for the mirrored strategy when there is no GPU')
   args = parser.parse_args()
@@ -165,8 +167,8 @@ def main():
       parser.error(f'unknown strategy {name!r}; the choices are {", ".join(learner_lib.STRATEGIES)}')
   if 'mirrored' in strategies and not tf.config.list_physical_devices('GPU') and args.num_cpu_devices > 1:
     # Before anything initialises TensorFlow's devices.
-    tf.config.set_logical_device_configuration(tf.config.list_physical_devices('CPU')[0],
-                                               [tf.config.LogicalDeviceConfiguration()] * args.num_cpu_devices)
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices('CPU')[0], [tf.config.LogicalDeviceConfiguration()] * args.num_cpu_devices)
 
   print(f'TensorFlow {tf.__version__}, TF_ENABLE_ONEDNN_OPTS={os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}, '
         f'{os.cpu_count()} CPUs')

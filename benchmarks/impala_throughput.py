@@ -80,6 +80,7 @@ def measure_distributed(num_actors, seconds, level_name):
   """One learner (here) and num_actors actor processes, batch num_actors, for ~seconds; returns (frames/s, learner
   steps timed)."""
   import launch_local_cluster  # pylint: disable=g-import-not-at-top
+
   from scalable_agent import distributed  # pylint: disable=g-import-not-at-top
   port = launch_local_cluster.free_port()
   settings = _settings(num_actors, level_name, task=0, job_name='learner', reverb_port=port)
@@ -96,8 +97,10 @@ def measure_distributed(num_actors, seconds, level_name):
   with tempfile.TemporaryDirectory() as logdir:
     try:
       env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-      actors = [subprocess.Popen(c, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-                for c in actor_commands]
+      actors = [
+          subprocess.Popen(c, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+          for c in actor_commands
+      ]
       distributed.run_learner(logdir, settings, step_hook=hook, checkpoint_interval_s=1e9)
     except _Done:
       pass
@@ -113,8 +116,9 @@ def measure_distributed(num_actors, seconds, level_name):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--mode', choices=['single', 'distributed', 'both'], default='both')
-  parser.add_argument('--actors', default=None, help='comma-separated num_actors (batch_size = num_actors); default '
-                      '2,4,8 for --mode single, else 2,4')
+  parser.add_argument(
+      '--actors', default=None, help='comma-separated num_actors (batch_size = num_actors); default '
+      '2,4,8 for --mode single, else 2,4')
   parser.add_argument('--seconds', type=float, default=60., help='timed seconds per configuration')
   parser.add_argument('--level', default='builtin/find_object')
   args = parser.parse_args(argv)

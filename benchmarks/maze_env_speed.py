@@ -19,10 +19,10 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # uvf first: it imports mujoco without an OpenGL back end.
-import uvf  # noqa: F401  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 import mujoco  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+import uvf  # noqa: F401  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top,wrong-import-position
 from uvf.environments import point  # pylint: disable=g-import-not-at-top,wrong-import-position
 

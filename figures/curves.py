@@ -21,7 +21,6 @@ import os
 import struct
 
 import matplotlib
-import numpy as np
 from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_agg import RendererAgg
@@ -29,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+import numpy as np
 
 # Colours for several series of one kind (the seeds of a run): matplotlib's tab10 without the blue, red and green
 # that `MEAN`, `PAPER` and `THRESHOLD` stand for.
@@ -40,10 +40,23 @@ MEAN, PAPER, THRESHOLD = '#1f3fbf', 'tab:red', 'tab:green'
 DPI = 100
 _LEFT, _RIGHT = 80, 12  # left of the plots (room for the y labels); right of the legends
 _TITLE_H, _NOTE_H, _PANEL_TITLE_H, _TICKS_H, _XLABEL_H = 24, 15, 26, 36, 24
-_STYLE = {'font.family': 'DejaVu Sans', 'font.size': 9, 'axes.titlesize': 10, 'axes.labelsize': 9,
-          'legend.fontsize': 8, 'xtick.labelsize': 8.5, 'ytick.labelsize': 8.5, 'axes.grid': True,
-          'grid.color': '0.9', 'grid.linewidth': 0.8, 'axes.axisbelow': True, 'axes.edgecolor': '0.3',
-          'figure.facecolor': 'white', 'savefig.facecolor': 'white', 'path.simplify': True}
+_STYLE = {
+    'font.family': 'DejaVu Sans',
+    'font.size': 9,
+    'axes.titlesize': 10,
+    'axes.labelsize': 9,
+    'legend.fontsize': 8,
+    'xtick.labelsize': 8.5,
+    'ytick.labelsize': 8.5,
+    'axes.grid': True,
+    'grid.color': '0.9',
+    'grid.linewidth': 0.8,
+    'axes.axisbelow': True,
+    'axes.edgecolor': '0.3',
+    'figure.facecolor': 'white',
+    'savefig.facecolor': 'white',
+    'path.simplify': True
+}
 _TITLE_PT, _NOTE_PT = 12, 8.5
 
 
@@ -138,14 +151,20 @@ def _plot_series(ax, s):
     low, high = _floats(s.band[0]), _floats(s.band[1])
     band = ax.fill_between(x, low, high, color=s.color, alpha=0.25 * s.alpha, linewidth=0, zorder=s.zorder - 0.1)
   if s.colors is not None:
-    ax.scatter(x, y, c=list(s.colors), marker=s.marker or 'o', s=s.markersize ** 2, edgecolors=s.edgecolor,
+    ax.scatter(x, y, c=list(s.colors), marker=s.marker or 'o', s=s.markersize**2, edgecolors=s.edgecolor,
                linewidths=0.8, **style)
-    handle = Line2D([], [], linestyle='none', marker=s.marker or 'o', markersize=s.markersize,
-                    markerfacecolor='0.75', markeredgecolor=s.edgecolor or '0.75')
+    handle = Line2D([], [], linestyle='none', marker=s.marker or 'o', markersize=s.markersize, markerfacecolor='0.75',
+                    markeredgecolor=s.edgecolor or '0.75')
   else:
-    line = {'color': s.color, 'linewidth': s.linewidth, 'linestyle': s.linestyle if s.linewidth else 'none',
-            'marker': s.marker, 'markersize': s.markersize, 'markeredgecolor': s.edgecolor,
-            'markeredgewidth': 0.8 if s.edgecolor is not None else None}
+    line = {
+        'color': s.color,
+        'linewidth': s.linewidth,
+        'linestyle': s.linestyle if s.linewidth else 'none',
+        'marker': s.marker,
+        'markersize': s.markersize,
+        'markeredgecolor': s.edgecolor,
+        'markeredgewidth': 0.8 if s.edgecolor is not None else None
+    }
     if s.yerr is not None:
       handle = ax.errorbar(x, y, yerr=_floats(s.yerr), ecolor=s.color, elinewidth=1.2, capsize=3, **line, **style)
     else:
@@ -226,12 +245,20 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
       ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
       ax.xaxis.set_major_formatter(ticker.FuncFormatter(steps_label))
       if handles:
-        legends.append((ax, ax.legend([h for h, _ in handles], [label for _, label in handles], loc='upper left',
-                                      bbox_to_anchor=(1.0, 1.0), borderaxespad=1.0, framealpha=1.0, edgecolor='0.6',
-                                      borderpad=0.6, handlelength=2.2)))
-      described.append({'title': panel.title, 'ylabel': panel.ylabel, 'series': entries,
-                        'hlines': [{'value': float(h.value), 'label': h.label} for h in lines],
-                        'legend': [label for _, label in handles]})
+        legends.append((ax,
+                        ax.legend([h for h, _ in handles], [label for _, label in handles], loc='upper left',
+                                  bbox_to_anchor=(1.0, 1.0), borderaxespad=1.0, framealpha=1.0, edgecolor='0.6',
+                                  borderpad=0.6, handlelength=2.2)))
+      described.append({
+          'title': panel.title,
+          'ylabel': panel.ylabel,
+          'series': entries,
+          'hlines': [{
+              'value': float(h.value),
+              'label': h.label
+          } for h in lines],
+          'legend': [label for _, label in handles]
+      })
     xs = [v for p in described for s in p['series'] if s['x'] for v in s['x']]
     if xlim is None:
       low, high = min(xs + [0.0]), max(xs + [1.0])
@@ -242,8 +269,8 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
     # The legends' width (once laid out) sets the plots' right edge: all plots as wide, every legend beside its own.
     _layout(fig, axes, height, panel_height, top, 0)
     renderer = fig.canvas.get_renderer()
-    legend_width = max([legend.get_window_extent(renderer).x1 - ax.get_window_extent(renderer).x1
-                        for ax, legend in legends] + [0])
+    legend_width = max(
+        [legend.get_window_extent(renderer).x1 - ax.get_window_extent(renderer).x1 for ax, legend in legends] + [0])
     legend_width = min(legend_width, 0.45 * width)
     _layout(fig, axes, height, panel_height, top, legend_width)
     for ax, entry in zip(axes, described):
@@ -251,11 +278,20 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
       entry['ylim'] = [float(low), float(high)]
       entry['yticks'] = [float(f'{v:.12g}') for v in ax.get_yticks() if low <= v <= high]
     xticks = [steps_label(v) for v in axes[-1].get_xticks() if xlim[0] <= v <= xlim[1]]
-    description = {'title': title, 'xlabel': xlabel, 'notes': list(notes), 'size': [int(width), int(height)],
-                   'xlim': [float(v) for v in xlim], 'xticks': xticks, 'panels': described}
+    description = {
+        'title': title,
+        'xlabel': xlabel,
+        'notes': list(notes),
+        'size': [int(width), int(height)],
+        'xlim': [float(v) for v in xlim],
+        'xticks': xticks,
+        'panels': described
+    }
     tmp = path + '.tmp.png'
-    fig.savefig(tmp, format='png', dpi=DPI, metadata={'Software': None, 'Description': json.dumps(
-        description, sort_keys=True)})
+    fig.savefig(tmp, format='png', dpi=DPI, metadata={
+        'Software': None,
+        'Description': json.dumps(description, sort_keys=True)
+    })
   os.replace(tmp, path)
   return description
 

@@ -57,7 +57,7 @@ Importing the launcher imports no TensorFlow and no code of either system (of `s
 `original_flags`, which imports nothing), and changes no environment variable.
 """
 
-from launcher import console  # pylint: disable=unused-import
+from launcher import console
 from launcher.entry import execute
 from launcher.entry import first_screen
 from launcher.entry import main
@@ -95,3 +95,44 @@ from rundir.errors import EXIT_SIGNAL_BASE
 from rundir.errors import EXIT_UNAVAILABLE
 from rundir.errors import EXIT_USAGE
 from rundir.lock import RunLock
+
+__all__ = [
+    'available_configs',
+    'bound_configurables',
+    'check_run_dir',
+    'CONFIG_DIR',
+    'config_name',
+    'console',
+    'CONTINUATION_PARAMS',
+    'continued_settings',
+    'define_flags',
+    'eval_main',
+    'execute',
+    'EXIT_DIVERGED',
+    'EXIT_RUN_DIR',
+    'EXIT_SIGNAL_BASE',
+    'EXIT_UNAVAILABLE',
+    'EXIT_USAGE',
+    'first_screen',
+    'IMPALA_FLAGS',
+    'includes',
+    'LaunchError',
+    'main',
+    'parse_gin',
+    'Plan',
+    'plan',
+    'prepare_process',
+    'read_manifest',
+    'register_configurables',
+    'REPO_ROOT',
+    'resolve_config_path',
+    'run',
+    'RunLock',
+    'script_main',
+    'select_system',
+    'StopSignals',
+    'System',
+    'SYSTEMS',
+    'train_main',
+    'write_manifest',
+]

@@ -28,12 +28,12 @@ import importlib.util
 import io
 import logging
 import os
+from pathlib import Path
 import re
 import select
 import signal
 import sys
 import threading
-from pathlib import Path
 
 # The folder that holds the `launcher` package: the checkout (also under an editable install), or the site-packages
 # folder of an installed wheel, where only the project's own packages (`PACKAGES`) are the project's files.
@@ -49,12 +49,13 @@ _NATIVE_DEFAULT_SET = []  # [True] once default_native_log_level has run in this
 def default_native_log_level() -> None:
   """Records the user's TF_CPP_MIN_LOG_LEVEL (`USER_TF_LOG_LEVEL`) and sets it to 3 when unset: TensorFlow's native
   log lines off by default. Call it first in a program, before TensorFlow is imported; later calls do nothing."""
-  global USER_TF_LOG_LEVEL  # pylint: disable=global-statement
+  global USER_TF_LOG_LEVEL  # noqa: PLW0603  (module state, set once)  pylint: disable=global-statement
   if _NATIVE_DEFAULT_SET:
     return
   _NATIVE_DEFAULT_SET.append(True)
   USER_TF_LOG_LEVEL = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
 
 # A native log line: absl C++ ("I1201 14:08:10.071630    6939 device_compiler.h:186] ...", or before absl is
 # initialised "I0000 00:00:1796135024.047210 ..."; a C/C++ source file tells it from absl Python's same prefix),
@@ -214,11 +215,12 @@ class _Relay:
     if self.closing:
       return
     self.restore()
-    how = (f'killed by {signal.Signals(os.WTERMSIG(status)).name}' if status is not None and os.WIFSIGNALED(status)
-           else 'exited')
+    how = (f'killed by {signal.Signals(os.WTERMSIG(status)).name}'
+           if status is not None and os.WIFSIGNALED(status) else 'exited')
     try:
-      os.write(2, f'warning: the console filter of TensorFlow\'s native log lines (PID {self.pid}) {how}; '
-                  f'its lines are shown from here, the run goes on.\n'.encode())
+      os.write(
+          2, f'warning: the console filter of TensorFlow\'s native log lines (PID {self.pid}) {how}; '
+          f'its lines are shown from here, the run goes on.\n'.encode())
     except OSError:
       pass
 
@@ -233,7 +235,7 @@ def filter_native_stderr() -> None:
   lines. Should it die anyway (kill -9), a thread of this process notices at once, restores descriptor 2 and the
   run goes on. At exit, descriptor 2 is restored and the relay gets up to 2 s to pass on the last lines. Native fatal
   errors and everything Python prints still arrive."""
-  global RELAY  # pylint: disable=global-statement
+  global RELAY  # noqa: PLW0603  (module state, set once)  pylint: disable=global-statement
   if not hasattr(os, 'fork') or RELAY is not None:
     return
   sys.stderr.flush()

@@ -52,8 +52,8 @@ def execute(p: planning.Plan) -> None:
       manifest_lib.withdraw_manifest(p.output_dir)
     if getattr(e, 'user_error', False):  # e.g. uvf.eval.EvalError: a message that names the problem and the fix
       # gin appends "In call to configurable '...'" lines to exceptions raised inside a configurable: not news here.
-      message = '\n'.join(line for line in str(e).splitlines()
-                          if not line.strip().startswith('In call to configurable'))
+      message = '\n'.join(
+          line for line in str(e).splitlines() if not line.strip().startswith('In call to configurable'))
       raise errors.LaunchError(message.rstrip(), exit_code=getattr(e, 'exit_code', errors.EXIT_USAGE)) from None
     raise
 
@@ -113,9 +113,10 @@ def main(program: str, argv: Sequence[str], fv: flags.FlagValues = flags.FLAGS) 
                  'new horizon)')
       print(f'  {what}', flush=True)
     if lock is not None and lock.stale:
-      print(f'run_{program}: warning: took over the lock of {lock.run_dir} from a process that stopped without '
-            f'releasing it ({lock_lib.describe(lock.stale)}); it was killed or crashed, and its run resumes from '
-            f'its last checkpoint.', file=sys.stderr, flush=True)
+      print(
+          f'run_{program}: warning: took over the lock of {lock.run_dir} from a process that stopped without '
+          f'releasing it ({lock_lib.describe(lock.stale)}); it was killed or crashed, and its run resumes from '
+          f'its last checkpoint.', file=sys.stderr, flush=True)
     stop = p.system.stop.get(p.program)
     with signals.StopSignals(program, systems.load(stop) if stop else None) as stops:
       execute(p)
@@ -127,15 +128,16 @@ def main(program: str, argv: Sequence[str], fv: flags.FlagValues = flags.FLAGS) 
     return getattr(e, 'exit_code', errors.EXIT_USAGE)
   except KeyboardInterrupt:
     name = stops.received if stops is not None and stops.received else 'SIGINT'
-    resume = ('; the run resumes from its last checkpoint with the same command' if lock is not None and
-              p.program == 'train' else '')
+    resume = ('; the run resumes from its last checkpoint with the same command'
+              if lock is not None and p.program == 'train' else '')
     print(f'run_{program}: stopped at once by {name}{resume}.', file=sys.stderr, flush=True)
     return rundir_errors.signal_exit_code(getattr(signal, name))
   finally:
     if lock is not None:
       lock.release()
   if stops is not None and stops.received:
-    print(f'run_{program}: stopped by {stops.received} after writing the checkpoint; the same command resumes '
-          f'the run.', file=sys.stderr, flush=True)
+    print(
+        f'run_{program}: stopped by {stops.received} after writing the checkpoint; the same command resumes '
+        f'the run.', file=sys.stderr, flush=True)
     return rundir_errors.signal_exit_code(stops.signum)
   return 0

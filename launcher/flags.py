@@ -37,10 +37,12 @@ def prepare_process() -> None:
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the flags of both scripts on `fv` (tests pass a fresh `FlagValues`)."""
   d = dict(flag_values=fv, module_name=FLAGS_MODULE)
-  flags.DEFINE_multi_string('gin_param', [], 'A gin binding, e.g. "train_uvf.batch_size = 64". Repeatable; '
-                            'applied after the config files, in order.', **d)
-  flags.DEFINE_string('train_dir', None, 'Run directory (checkpoints, summaries, run.json). Default: '
-                      'runs/<config name> under the current directory.', **d)
+  flags.DEFINE_multi_string(
+      'gin_param', [], 'A gin binding, e.g. "train_uvf.batch_size = 64". Repeatable; '
+      'applied after the config files, in order.', **d)
+  flags.DEFINE_string(
+      'train_dir', None, 'Run directory (checkpoints, summaries, run.json). Default: '
+      'runs/<config name> under the current directory.', **d)
   flags.DEFINE_string('eval_dir', None, 'run_eval: where evaluation results go. Default: <train_dir>/eval.', **d)
   # HIRO (efficient-hrl) original flags.
   flags.DEFINE_multi_string('config_file', [], 'HIRO original: a gin file (repeatable), same as a positional '
@@ -48,9 +50,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_multi_string('params', [], 'HIRO original: a gin binding (repeatable), same as --gin_param.', **d)
   flags.DEFINE_string('checkpoint_dir', None, 'HIRO original (run_eval): the training directory to evaluate; '
                       'same as --train_dir.', **d)
-  flags.DEFINE_string('checkpoint_path', None, 'run_eval (HIRO): evaluate this one policy checkpoint, relative to '
-                      '<train_dir>/policy (e.g. model.ckpt-300000) or a path (evaluate.checkpoint_path). Default: '
-                      'every policy checkpoint as training writes it.', **d)
+  flags.DEFINE_string(
+      'checkpoint_path', None, 'run_eval (HIRO): evaluate this one policy checkpoint, relative to '
+      '<train_dir>/policy (e.g. model.ckpt-300000) or a path (evaluate.checkpoint_path). Default: '
+      'every policy checkpoint as training writes it.', **d)
   flags.DEFINE_enum('goal_sample_strategy', 'sample', ['sample', 'FuN', 'None'],
                     'HIRO original: off-policy correction of meta goals (train_uvf.goal_sample_strategy).', **d)
   flags.DEFINE_string('master', 'local', 'HIRO original: TF1 session master; only local training exists.', **d)
@@ -61,8 +64,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_boolean('summarize_gradients', False, 'HIRO original: gradient summaries '
                        '(train_uvf.summarize_gradients).', **d)
   # IMPALA (scalable_agent experiment.py) original flags, original defaults; each maps to experiment.<name>.
-  flags.DEFINE_string('logdir', None, 'IMPALA original: TensorFlow log and checkpoint directory; same as '
-                      '--train_dir. (Original default /tmp/agent; here runs/<config name>.)', **d)
+  flags.DEFINE_string(
+      'logdir', None, 'IMPALA original: TensorFlow log and checkpoint directory; same as '
+      '--train_dir. (Original default /tmp/agent; here runs/<config name>.)', **d)
   for name, flag in original_flags.ORIGINAL.items():
     _define(name, flag, 'IMPALA original: ' + flag.help, d)
   # IMPALA multi-machine training (docs/impala/distributed.md).

@@ -13,9 +13,9 @@ so that `configs/ant_maze.gin` and `ant_maze.gin` name the same file from any di
 
 import io
 import os
+from pathlib import Path
 import re
 import tokenize
-from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from absl import flags
@@ -41,9 +41,9 @@ IMPALA_DEFAULT_CONFIG = CONFIG_DIR / 'scalable_agent' / 'experiment.gin'
 _INCLUDE = re.compile(r'''^(?P<head>\s*include\s+)(?P<quote>['"])(?P<name>[^'"\\\n]+)(?P=quote)''', re.MULTILINE)
 _SEARCH_PATH_ADDED = []  # [True] once configs/ is on gin's search path
 
-
 # --------------------------------------------------------------------------------------------------------------------
 # Config files.
+
 
 def available_configs() -> List[str]:
   """The ready-to-run top-level configs as users type them, `configs/<name>.gin`: relative to the repository root in a
@@ -95,6 +95,7 @@ def display_path(path: Path) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 # Flags to gin bindings.
 
+
 def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   """Gin bindings for the original flags the user gave explicitly.
 
@@ -108,14 +109,16 @@ def flag_bindings(fv: flags.FlagValues) -> Tuple[List[str], List[str]]:
   for name in launcher_flags.HIRO_EVAL_FLAGS:
     if launcher_flags.present(fv, name):
       hiro.append(f'evaluate.{name} = {fv[name].value!r}')
-  impala = [f'experiment.{name} = {fv[name].value!r}'
-            for name in launcher_flags.IMPALA_FLAGS + launcher_flags.IMPALA_DISTRIBUTED_FLAGS
-            if launcher_flags.present(fv, name)]
+  impala = [
+      f'experiment.{name} = {fv[name].value!r}' for name in launcher_flags.IMPALA_FLAGS +
+      launcher_flags.IMPALA_DISTRIBUTED_FLAGS if launcher_flags.present(fv, name)
+  ]
   return hiro, impala
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # The parse.
+
 
 def parse_gin(config_paths: Sequence[Path], bindings: Sequence[str]) -> None:
   """Clears gin, then parses the gin files and the bindings, in order; errors become `LaunchError`s."""
@@ -126,7 +129,8 @@ def parse_gin(config_paths: Sequence[Path], bindings: Sequence[str]) -> None:
   with gin.unlock_config():  # a previous launch in this process (tests) finalized the config
     gin.clear_config()
     for path in config_paths:
-      _gin_call(lambda: _parse_config_file(str(path)), f'{display_path(path)} (or a file it includes)')
+      # noqa reason: called within this iteration.
+      _gin_call(lambda: _parse_config_file(str(path)), f'{display_path(path)} (or a file it includes)')  # noqa: B023
     if bindings:
       _gin_call(lambda: gin.parse_config(list(bindings)), 'the --gin_param / flag bindings ' + repr(list(bindings)))
 

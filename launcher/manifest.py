@@ -10,9 +10,9 @@ import datetime
 import difflib
 import json
 import os
+from pathlib import Path
 import sys
 import tempfile
-from pathlib import Path
 from typing import List, Optional, Tuple
 
 from launcher import errors
@@ -34,11 +34,10 @@ EVAL_SELECTION_PARAMS = ('checkpoint_path', 'checkpoint_range', 'eval_interval_s
 # Settings that change how long a run trains, or how often it logs and writes checkpoints, not what it computes: a
 # rerun that differs from the run directory's `run.json` only in them continues the run, and says so. Any other
 # difference is another configuration (refused).
-CONTINUATION_PARAMS = (
-    'train_uvf.num_episodes_train', 'train_uvf.save_interval_secs', 'train_uvf.save_summaries_secs',
-    'train_uvf.log_every_n_steps', 'train_uvf.save_policy_every_n_steps', 'train_uvf.save_policy_interval_secs',
-    'experiment.total_environment_frames', 'experiment.checkpoint_interval_s',
-    'experiment.checkpoint_keep_every_frames')
+CONTINUATION_PARAMS = ('train_uvf.num_episodes_train', 'train_uvf.save_interval_secs', 'train_uvf.save_summaries_secs',
+                       'train_uvf.log_every_n_steps', 'train_uvf.save_policy_every_n_steps',
+                       'train_uvf.save_policy_interval_secs', 'experiment.total_environment_frames',
+                       'experiment.checkpoint_interval_s', 'experiment.checkpoint_keep_every_frames')
 # IMPALA's learning rate decays linearly to 0 at total_environment_frames: a new total changes the decay's horizon.
 DECAY_HORIZON_PARAM = 'experiment.total_environment_frames'
 # Bindings that do not make another configuration.
@@ -126,10 +125,12 @@ def check_run_dir(run_dir: Path, manifest: dict) -> bool:
   if old.get('system') != manifest.get('system'):
     detail = f'it holds a {old.get("system")} run, this is a {manifest.get("system")} run'
   else:
-    diff = list(difflib.unified_diff(_config_lines(old), _config_lines(manifest), 'existing run', 'this run', n=0,
-                                     lineterm=''))
-    shown = [line for line in diff if line[:1] in '+-' and line[:3] not in ('+++', '---')
-             and _binding_name(line[1:]) not in _NOT_CONFIGURATION]
+    diff = list(
+        difflib.unified_diff(_config_lines(old), _config_lines(manifest), 'existing run', 'this run', n=0, lineterm=''))
+    shown = [
+        line for line in diff
+        if line[:1] in '+-' and line[:3] not in ('+++', '---') and _binding_name(line[1:]) not in _NOT_CONFIGURATION
+    ]
     more = f'\n  ... and {len(shown) - 12} more lines' if len(shown) > 12 else ''
     detail = 'its configuration differs:\n' + '\n'.join('  ' + line for line in shown[:12]) + more
   raise errors.LaunchError(f'{run_dir} holds a run of another configuration ({old.get("config_name", "?")}); '
@@ -209,9 +210,10 @@ def write_error(run_dir: Path, error: OSError) -> errors.LaunchError:
   """The `LaunchError` of a failed write into `run_dir`: EXIT_RUN_DIR for a full disk (with the free space), else
   EXIT_USAGE (a directory the user cannot write)."""
   if storage.is_disk_full(error):
-    return errors.LaunchError(f'cannot write {run_dir}: the disk is full ({error.strerror}; '
-                              f'{formatting.format_bytes(storage.free_bytes(run_dir))} free). Free some space or use '
-                              f'another --train_dir.', exit_code=errors.EXIT_RUN_DIR)
+    return errors.LaunchError(
+        f'cannot write {run_dir}: the disk is full ({error.strerror}; '
+        f'{formatting.format_bytes(storage.free_bytes(run_dir))} free). Free some space or use '
+        f'another --train_dir.', exit_code=errors.EXIT_RUN_DIR)
   return errors.LaunchError(f'cannot write the run directory {run_dir}: {error.strerror or error}'
                             f'{f" ({error.filename})" if error.filename else ""}. Choose a directory you can write '
                             f'(--train_dir / --logdir / --eval_dir).')

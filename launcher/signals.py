@@ -54,8 +54,9 @@ class StopSignals:
       # os.write: a print here could interrupt a print of the main thread (reentrant call). A closed terminal
       # (SIGHUP) makes it fail: the stop goes on.
       try:
-        os.write(2, f'run_{self._program}: {name} received: stopping at the next safe point and writing a '
-                    f'checkpoint (send {name} again to stop at once, without one).\n'.encode())
+        os.write(
+            2, f'run_{self._program}: {name} received: stopping at the next safe point and writing a '
+            f'checkpoint (send {name} again to stop at once, without one).\n'.encode())
       except OSError:
         pass
       return

@@ -40,20 +40,19 @@ class System:
 
 
 SYSTEMS: Dict[str, System] = {
-    'uvf': System(
-        key='uvf', title='HIRO (uvf)',
-        gin_modules=('uvf.configurables',),
-        markers=('train_uvf', 'evaluate'),
-        entry={'train': 'uvf.train:train_uvf', 'eval': 'uvf.eval:evaluate'},
-        preflight='uvf.train:preflight',
-        stop={'train': 'uvf.run_loop:request_stop'}),
-    'scalable_agent': System(
-        key='scalable_agent', title='IMPALA (scalable_agent)',
-        gin_modules=('scalable_agent.experiment',),
-        markers=('experiment',),
-        entry={'train': 'scalable_agent.experiment:experiment', 'eval': 'scalable_agent.experiment:experiment'},
-        preflight='scalable_agent.experiment:preflight',
-        stop={'train': 'scalable_agent.progress:request_stop'}),
+    'uvf':
+        System(key='uvf', title='HIRO (uvf)', gin_modules=('uvf.configurables',), markers=('train_uvf', 'evaluate'),
+               entry={
+                   'train': 'uvf.train:train_uvf',
+                   'eval': 'uvf.eval:evaluate'
+               }, preflight='uvf.train:preflight', stop={'train': 'uvf.run_loop:request_stop'}),
+    'scalable_agent':
+        System(key='scalable_agent', title='IMPALA (scalable_agent)', gin_modules=('scalable_agent.experiment',),
+               markers=('experiment',), entry={
+                   'train': 'scalable_agent.experiment:experiment',
+                   'eval': 'scalable_agent.experiment:experiment'
+               }, preflight='scalable_agent.experiment:preflight',
+               stop={'train': 'scalable_agent.progress:request_stop'}),
 }
 
 

@@ -8,11 +8,10 @@ import signal
 import threading
 import time
 
-from rundir import errors
-
 from reproduction import plan as plans
 from reproduction import processes
 from reproduction import seeds
+from rundir import errors
 
 
 def run_local(plan, refresher):
@@ -45,8 +44,7 @@ def run_local(plan, refresher):
                 'where SIGINT is ignored; the same command resumes).')
       stop.set()
 
-  previous = {s: signal.signal(s, on_signal) for s in processes.STOP_SIGNALS
-              if signal.getsignal(s) != signal.SIG_IGN}
+  previous = {s: signal.signal(s, on_signal) for s in processes.STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
   slots = plans.core_slots(plan.parallel)
   slot_of = {}  # seed -> its slot in `slots`
   try:
@@ -68,8 +66,8 @@ def run_local(plan, refresher):
   finally:
     for s, handler in previous.items():
       signal.signal(s, handler)
-  return results, (errors.signal_exit_code(received[0]) if received else
-                   errors.signal_exit_code(signal.SIGINT) if stop.is_set() else None)
+  return results, (errors.signal_exit_code(received[0])
+                   if received else errors.signal_exit_code(signal.SIGINT) if stop.is_set() else None)
 
 
 def run_ray(plan, refresher, address):
@@ -77,8 +75,8 @@ def run_ray(plan, refresher, address):
   try:
     import ray  # pylint: disable=g-import-not-at-top
   except ImportError:
-    raise plans.KitError('--backend ray needs Ray: pip install -r requirements-ray.txt (docs/hiro/reproduction.md).'
-                         ) from None
+    raise plans.KitError(
+        '--backend ray needs Ray: pip install -r requirements-ray.txt (docs/hiro/reproduction.md).') from None
   # The workers import the kit (`seeds.run_seed`) from this checkout, wherever the kit was started from.
   path = os.pathsep.join([plans.REPO_ROOT] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else []))
   runtime_env = {'env_vars': {'PYTHONPATH': path}}
@@ -95,8 +93,9 @@ def run_ray(plan, refresher, address):
     received[0] = signum
     raise KeyboardInterrupt
 
-  previous = {s: signal.signal(s, on_signal) for s in processes.STOP_SIGNALS[1:]
-              if signal.getsignal(s) != signal.SIG_IGN}
+  previous = {
+      s: signal.signal(s, on_signal) for s in processes.STOP_SIGNALS[1:] if signal.getsignal(s) != signal.SIG_IGN
+  }
   try:
     while queue or pending:
       while queue and len(pending) < plan.parallel:

@@ -33,8 +33,6 @@ import signal
 import sys
 
 from launcher import console
-from rundir import errors
-
 from reproduction import backends
 from reproduction import export
 from reproduction import plan as plans
@@ -42,6 +40,7 @@ from reproduction import processes
 from reproduction import protocol
 from reproduction import seeds
 from reproduction import status
+from rundir import errors
 
 LOCK = '.reproduce.lock'  # held by the kit that runs the seeds of a root (one at a time)
 
@@ -59,9 +58,10 @@ def parse_args(argv):
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
   parser.add_argument('config', nargs='+', help='the task config (gin files), e.g. configs/ant_maze.gin')
   parser.add_argument('--seeds', type=int, default=protocol.PAPER_SEEDS, help='seeds 0 .. K-1 (default 10)')
-  parser.add_argument('--steps', type=int, default=protocol.PAPER_STEPS,
-                      help='environment steps per seed (default 10M): train_uvf.num_episodes_train = '
-                           'ceil(steps / max_steps_per_episode); the run stops at that x T + 100')
+  parser.add_argument(
+      '--steps', type=int, default=protocol.PAPER_STEPS,
+      help='environment steps per seed (default 10M): train_uvf.num_episodes_train = '
+      'ceil(steps / max_steps_per_episode); the run stops at that x T + 100')
   parser.add_argument('--root', help='one run directory per seed in it (default runs/reproduce_<config>)')
   parser.add_argument('--parallel', type=int, default=None,
                       help='seeds trained and evaluated at once (default: fits the cores, evaluations included)')
@@ -74,18 +74,21 @@ def parse_args(argv):
                       help='Table 1 view: best policy within this many steps (default --steps)')
   parser.add_argument('--gin_param', action='append', default=[],
                       help='a gin binding for training and evaluation (repeatable)')
-  parser.add_argument('--only_seeds', metavar='S[,S...]', default=None,
-                      help='train and evaluate only these of the seeds 0..K-1 (e.g. 2); the others are never started, '
-                           'only read for --status and the aggregate (seeds run on another machine: --results_from)')
-  parser.add_argument('--results_from', metavar='CSV', action='append', default=[],
-                      help="the per_seed.csv of an earlier aggregate (e.g. docs/reproduction/<task>/per_seed.csv): "
-                           "its rows stand for the seeds that have no evaluation under --root (repeatable)")
+  parser.add_argument(
+      '--only_seeds', metavar='S[,S...]', default=None,
+      help='train and evaluate only these of the seeds 0..K-1 (e.g. 2); the others are never started, '
+      'only read for --status and the aggregate (seeds run on another machine: --results_from)')
+  parser.add_argument(
+      '--results_from', metavar='CSV', action='append', default=[],
+      help="the per_seed.csv of an earlier aggregate (e.g. docs/reproduction/<task>/per_seed.csv): "
+      "its rows stand for the seeds that have no evaluation under --root (repeatable)")
   parser.add_argument('--backend', choices=['local', 'ray'], default='local')
   parser.add_argument('--ray_address', default=None,
                       help="--backend ray: a running cluster ('auto' or HOST:PORT); default: a local Ray instance")
-  parser.add_argument('--eval_timeout', type=int, default=7200,
-                      help='an evaluator stops after this many seconds without a new checkpoint (the kit restarts '
-                           'it while training runs)')
+  parser.add_argument(
+      '--eval_timeout', type=int, default=7200,
+      help='an evaluator stops after this many seconds without a new checkpoint (the kit restarts '
+      'it while training runs)')
   parser.add_argument('--poll_secs', type=float, default=5.0)
   parser.add_argument('--report_every', type=float, default=600.0, help='seconds between status tables (0: never)')
   parser.add_argument('--max_restarts', type=int, default=3)
@@ -94,9 +97,10 @@ def parse_args(argv):
   what.add_argument('--aggregate', action='store_true', help='rewrite <root>/aggregate/; starts nothing')
   what.add_argument('--dry_run', action='store_true', help='print the plan and commands; writes nothing')
   what.add_argument('--stop', action='store_true', help='stop the processes the kit started')
-  what.add_argument('--export_best', metavar='DIR',
-                    help="copy the best policy checkpoint over all seeds (headline mode, within --budget) to DIR, "
-                         "with best_policy.json; starts nothing")
+  what.add_argument(
+      '--export_best', metavar='DIR',
+      help="copy the best policy checkpoint over all seeds (headline mode, within --budget) to DIR, "
+      "with best_policy.json; starts nothing")
   return parser.parse_args(argv)
 
 

@@ -10,12 +10,11 @@ import os
 import shlex
 import shutil
 
-from rundir import checkpoints
-
 from reproduction import heldout
 from reproduction import plan as plans
 from reproduction import progress
 from reproduction import results
+from rundir import checkpoints
 
 EXPORT_INFO = 'best_policy.json'
 POLICY_CONFIG = 'config.gin'
@@ -91,8 +90,8 @@ def export_checkpoint(prefix, out_dir, info, files=None):
     ValueError: `out_dir` holds something else, or the checkpoint is not complete.
   """
   out_dir = os.path.abspath(out_dir)
-  if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or (
-      os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, EXPORT_INFO)))):
+  if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or
+                                  (os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, EXPORT_INFO)))):
     raise ValueError(f'{out_dir} exists and is not an earlier export (no {EXPORT_INFO} in it); choose a new or '
                      'empty directory.')
   name = os.path.basename(prefix)
@@ -141,31 +140,48 @@ def export_best(plan, out_dir):
                          'an export made where that seed ran stays the best one.')
   source = os.path.join(plan.specs[seed].train_dir, progress.POLICY_DIR, os.path.basename(row['checkpoint']))
   step = int(row['step'])
-  same = {r['mode']: {'goal': r.get('goal'), 'success_rate': r['success_rate'],
-                      'mean_final_distance': r['mean_final_distance'], 'num_episodes': r['num_episodes']}
-          for r in rows[seed] if int(r['step']) == step}
-  heldout_rows = [r for r in plan.heldout_rows().get(seed, [])
-                  if int(r['step']) == step and r['mode'] == protocol.primary_mode]
-  again = ({'success_rate': heldout_rows[-1]['success_rate'],
-            'mean_final_distance': heldout_rows[-1]['mean_final_distance'],
-            'num_episodes': heldout_rows[-1]['num_episodes'], 'eval_seed': heldout.HELDOUT_SEED}
-           if heldout_rows else None)
+  same = {
+      r['mode']: {
+          'goal': r.get('goal'),
+          'success_rate': r['success_rate'],
+          'mean_final_distance': r['mean_final_distance'],
+          'num_episodes': r['num_episodes']
+      } for r in rows[seed] if int(r['step']) == step
+  }
+  heldout_rows = [
+      r for r in plan.heldout_rows().get(seed, []) if int(r['step']) == step and r['mode'] == protocol.primary_mode
+  ]
+  again = ({
+      'success_rate': heldout_rows[-1]['success_rate'],
+      'mean_final_distance': heldout_rows[-1]['mean_final_distance'],
+      'num_episodes': heldout_rows[-1]['num_episodes'],
+      'eval_seed': heldout.HELDOUT_SEED
+  } if heldout_rows else None)
   root = plans.REPO_ROOT
-  configs = [os.path.relpath(p, root) if p.startswith(root + os.sep) else p
-             for p in plan.manifest['config_files']]
+  configs = [os.path.relpath(p, root) if p.startswith(root + os.sep) else p for p in plan.manifest['config_files']]
   exported = os.path.join(out_dir, os.path.basename(source))
-  command = (['python', 'run_eval.py'] + configs + ['--checkpoint_path', exported, '--eval_dir',
-                                                    f'runs/reevaluate_{plan.name}'] +
+  command = (['python', 'run_eval.py'] + configs +
+             ['--checkpoint_path', exported, '--eval_dir', f'runs/reevaluate_{plan.name}'] +
              [a for b in plan.manifest['bindings'] for a in ('--gin_param', b)] +
              ['--gin_param', f'evaluate.num_episodes_eval = {plan.manifest["eval_episodes"]}'])
   info = {
-      'task': protocol.task, 'config_files': configs, 'bindings': plan.manifest['bindings'],
-      'mode': protocol.primary_mode, 'goal': protocol.goals.get(protocol.primary_mode), 'budget': plan.budget,
-      'seed': seed, 'step': step, 'success_rate': row['success_rate'],
-      'mean_final_distance': row['mean_final_distance'], 'num_episodes': row['num_episodes'],
-      'heldout': again, 'evaluations_at_this_step': same, 'seeds_evaluated': sorted(s for s, r in rows.items() if r),
+      'task': protocol.task,
+      'config_files': configs,
+      'bindings': plan.manifest['bindings'],
+      'mode': protocol.primary_mode,
+      'goal': protocol.goals.get(protocol.primary_mode),
+      'budget': plan.budget,
+      'seed': seed,
+      'step': step,
+      'success_rate': row['success_rate'],
+      'mean_final_distance': row['mean_final_distance'],
+      'num_episodes': row['num_episodes'],
+      'heldout': again,
+      'evaluations_at_this_step': same,
+      'seeds_evaluated': sorted(s for s, r in rows.items() if r),
       'paper_table1': dataclasses.asdict(protocol.paper) if protocol.paper else None,
-      'source': source, 'exported_at': datetime.datetime.now().isoformat(timespec='seconds'),
+      'source': source,
+      'exported_at': datetime.datetime.now().isoformat(timespec='seconds'),
       'reevaluate': shlex.join(command),
   }
   try:
@@ -173,7 +189,8 @@ def export_best(plan, out_dir):
     export_checkpoint(source, out_dir, info, {POLICY_CONFIG: config})
   except (OSError, ValueError) as e:
     raise plans.KitError(str(e)) from None
-  return [f'exported the best {protocol.primary_mode} policy within {plan.budget:,} steps: seed {seed}, step '
-          f'{step:,}, success {row["success_rate"]:.2f} (mean final distance {row["mean_final_distance"]:.2f}, '
-          f'{row["num_episodes"]} episodes) -> {exported}',
-          f'evaluate it again: {shlex.join(command)}']
+  return [
+      f'exported the best {protocol.primary_mode} policy within {plan.budget:,} steps: seed {seed}, step '
+      f'{step:,}, success {row["success_rate"]:.2f} (mean final distance {row["mean_final_distance"]:.2f}, '
+      f'{row["num_episodes"]} episodes) -> {exported}', f'evaluate it again: {shlex.join(command)}'
+  ]

@@ -45,12 +45,21 @@ def heldout_view(curves, heldout, budget, threshold=SUCCESS_THRESHOLD):
     best_step, final_step = heldout_steps(curves[seed], budget)
     again = {p.step: p.success for p in heldout.get(seed, [])}
     selected = results.best_within(curves[seed], budget)
-    per_seed[seed] = {'best_step': best_step, 'best_selection': selected.success if selected else None,
-                      'best_heldout': again.get(best_step), 'final_step': final_step,
-                      'final_heldout': again.get(final_step)}
-  values = {key: [v[key] for v in per_seed.values() if v[key] is not None]
-            for key in ('best_selection', 'best_heldout', 'final_heldout')}
-  return {'per_seed': per_seed, 'selection': statistics.seed_statistics(values['best_selection']),
-          'best': statistics.seed_statistics(values['best_heldout']),
-          'final': statistics.seed_statistics(values['final_heldout']),
-          'reaching': statistics.seeds_reaching(values['best_heldout'], threshold)}
+    per_seed[seed] = {
+        'best_step': best_step,
+        'best_selection': selected.success if selected else None,
+        'best_heldout': again.get(best_step),
+        'final_step': final_step,
+        'final_heldout': again.get(final_step)
+    }
+  values = {
+      key: [v[key] for v in per_seed.values() if v[key] is not None]
+      for key in ('best_selection', 'best_heldout', 'final_heldout')
+  }
+  return {
+      'per_seed': per_seed,
+      'selection': statistics.seed_statistics(values['best_selection']),
+      'best': statistics.seed_statistics(values['best_heldout']),
+      'final': statistics.seed_statistics(values['final_heldout']),
+      'reaching': statistics.seeds_reaching(values['best_heldout'], threshold)
+  }

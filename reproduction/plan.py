@@ -9,22 +9,28 @@ import json
 import os
 import sys
 
-from rundir import errors
-
 from reproduction import heldout
 from reproduction import outputs
 from reproduction import protocol as protocols
 from reproduction import results
 from reproduction import seeds
+from rundir import errors
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = 'reproduce.json'
 LOG_DIR = 'logs'
 # Bindings the kit sets itself (each has a flag): a --gin_param may not set them.
-KIT_BINDINGS = {'train_uvf.seed': '--seeds', 'train_uvf.save_policy_every_n_steps': '--policy_every',
-                'train_uvf.num_episodes_train': '--steps', 'evaluate.num_episodes_eval': '--eval_episodes',
-                'evaluate.checkpoint_timeout': '--eval_timeout', 'evaluate.num_threads': None, 'evaluate.seed': None,
-                'evaluate.checkpoint_path': None, 'evaluate.checkpoint_range': None}
+KIT_BINDINGS = {
+    'train_uvf.seed': '--seeds',
+    'train_uvf.save_policy_every_n_steps': '--policy_every',
+    'train_uvf.num_episodes_train': '--steps',
+    'evaluate.num_episodes_eval': '--eval_episodes',
+    'evaluate.checkpoint_timeout': '--eval_timeout',
+    'evaluate.num_threads': None,
+    'evaluate.seed': None,
+    'evaluate.checkpoint_path': None,
+    'evaluate.checkpoint_range': None
+}
 # Evaluation is this much faster than training per environment step (docs/hiro/evaluation.md: 6.6x for an
 # untrained policy, 12-19x for trained ones): an evaluation's share of a core, for the default --parallel.
 EVAL_SPEEDUP = 6.6
@@ -54,13 +60,14 @@ class Plan:
 
   def seed_rows(self):
     """{seed: results.json rows}: a seed's own evaluations, or, where it has none here, its --results_from rows."""
-    return {spec.seed: results.load_results(spec.eval_dir) or self.imported.get(spec.seed, [])
-            for spec in self.specs}
+    return {spec.seed: results.load_results(spec.eval_dir) or self.imported.get(spec.seed, []) for spec in self.specs}
 
   def heldout_rows(self):
     """{seed: the rows of its held-out evaluations}, as `seed_rows`."""
-    return {spec.seed: results.load_results(spec.heldout_dir) or self.imported_heldout.get(spec.seed, [])
-            for spec in self.specs}
+    return {
+        spec.seed: results.load_results(spec.heldout_dir) or self.imported_heldout.get(spec.seed, [])
+        for spec in self.specs
+    }
 
 
 def _binding_name(binding):
@@ -134,8 +141,9 @@ def _configuration(args):
 
 def _resumes(seed, train_args, eval_args):
   """(train resumes, eval resumes) of a seed's commands, as the launcher plans them; raises KitError."""
-  import launcher  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
+
+  import launcher  # pylint: disable=g-import-not-at-top
   checks = []
   for program, program_args in (('train', train_args), ('eval', eval_args)):
     fv = flags.FlagValues()
@@ -168,32 +176,40 @@ def make_plan(args):
     train_dir = os.path.join(root, f'seed_{seed}')
     eval_dir = os.path.join(train_dir, 'eval')
     train_args = configs + ['--train_dir', train_dir] + user + [
-        '--gin_param', f'train_uvf.seed = {seed}',
-        '--gin_param', f'train_uvf.save_policy_every_n_steps = {args.policy_every}',
-        '--gin_param', f'train_uvf.num_episodes_train = {episodes}']
+        '--gin_param', f'train_uvf.seed = {seed}', '--gin_param',
+        f'train_uvf.save_policy_every_n_steps = {args.policy_every}', '--gin_param',
+        f'train_uvf.num_episodes_train = {episodes}'
+    ]
     eval_args = configs + ['--train_dir', train_dir, '--eval_dir', eval_dir] + user + [
-        '--gin_param', f'evaluate.num_episodes_eval = {args.eval_episodes}',
-        '--gin_param', f'evaluate.checkpoint_timeout = {args.eval_timeout}',
-        '--gin_param', f'evaluate.num_threads = {threads}']
+        '--gin_param', f'evaluate.num_episodes_eval = {args.eval_episodes}', '--gin_param',
+        f'evaluate.checkpoint_timeout = {args.eval_timeout}', '--gin_param', f'evaluate.num_threads = {threads}'
+    ]
     resumes[seed] = _resumes(seed, train_args, eval_args)
     heldout_dir = os.path.join(train_dir, heldout.HELDOUT_DIR)
     heldout_args = configs + ['--train_dir', train_dir, '--eval_dir', heldout_dir] + user + [
-        '--gin_param', f'evaluate.num_episodes_eval = {heldout.HELDOUT_EPISODES}',
-        '--gin_param', f'evaluate.seed = {heldout.HELDOUT_SEED}',
-        '--gin_param', f"evaluate.eval_modes = ['{protocol.primary_mode}']",
-        '--gin_param', f'evaluate.num_threads = {threads}']
-    specs.append(seeds.SeedSpec(
-        seed=seed, train_dir=train_dir, eval_dir=eval_dir,
-        train_command=[python, os.path.join(REPO_ROOT, 'run_train.py')] + train_args,
-        eval_command=[python, run_eval] + eval_args, log_dir=os.path.join(root, LOG_DIR), run_length=length,
-        modes=list(protocol.modes), poll_secs=args.poll_secs, max_restarts=args.max_restarts,
-        detach=args.backend == 'local', repo_root=REPO_ROOT, threads=threads, heldout_dir=heldout_dir,
-        budget=args.budget or args.steps, primary_mode=protocol.primary_mode,
-        heldout_command=[python, run_eval] + heldout_args))
+        '--gin_param', f'evaluate.num_episodes_eval = {heldout.HELDOUT_EPISODES}', '--gin_param',
+        f'evaluate.seed = {heldout.HELDOUT_SEED}', '--gin_param', f"evaluate.eval_modes = ['{protocol.primary_mode}']",
+        '--gin_param', f'evaluate.num_threads = {threads}'
+    ]
+    specs.append(
+        seeds.SeedSpec(seed=seed, train_dir=train_dir, eval_dir=eval_dir,
+                       train_command=[python, os.path.join(REPO_ROOT, 'run_train.py')] + train_args,
+                       eval_command=[python, run_eval] + eval_args, log_dir=os.path.join(root, LOG_DIR),
+                       run_length=length, modes=list(protocol.modes), poll_secs=args.poll_secs,
+                       max_restarts=args.max_restarts, detach=args.backend == 'local', repo_root=REPO_ROOT,
+                       threads=threads, heldout_dir=heldout_dir, budget=args.budget or args.steps,
+                       primary_mode=protocol.primary_mode, heldout_command=[python, run_eval] + heldout_args))
   manifest = {
-      'config_files': configs, 'bindings': list(args.gin_param), 'gin_config': base_config,
-      'policy_every': args.policy_every, 'eval_episodes': args.eval_episodes, 'protocol': protocol.to_json(),
-      'steps': args.steps, 'num_episodes_train': episodes, 'run_length': length, 'seeds': args.seeds,
+      'config_files': configs,
+      'bindings': list(args.gin_param),
+      'gin_config': base_config,
+      'policy_every': args.policy_every,
+      'eval_episodes': args.eval_episodes,
+      'protocol': protocol.to_json(),
+      'steps': args.steps,
+      'num_episodes_train': episodes,
+      'run_length': length,
+      'seeds': args.seeds,
   }
   imported, imported_heldout = {}, {}
   for path in args.results_from:
@@ -237,16 +253,21 @@ def load_per_seed_csv(path, protocol, seeds_count):
         mode = record['mode']
         try:
           goal = json.loads(record['goal'])
-          row = {'step': int(record['step']), 'mode': mode, 'goal': goal,
-                 'success_rate': float(record['success_rate']),
-                 'mean_final_distance': float(record['mean_final_distance']),
-                 'num_episodes': int(record['num_episodes']), 'imported_from': path}
+          row = {
+              'step': int(record['step']),
+              'mode': mode,
+              'goal': goal,
+              'success_rate': float(record['success_rate']),
+              'mean_final_distance': float(record['mean_final_distance']),
+              'num_episodes': int(record['num_episodes']),
+              'imported_from': path
+          }
           seed = int(record['seed'])
         except (ValueError, TypeError):
           raise KitError(f'--results_from {path}, line {line}: not a result row ({dict(record)}).') from None
         expected = protocol.goals.get(mode)
-        if mode not in protocol.modes or (expected is not None and not (
-            isinstance(goal, list) and protocols.same_point(goal, expected))):
+        if mode not in protocol.modes or (expected is not None and
+                                          not (isinstance(goal, list) and protocols.same_point(goal, expected))):
           raise KitError(f'--results_from {path}: its {mode} goal {record["goal"]} is not this task\'s '
                          f'({protocol.task}: {json.dumps(protocol.goals)}); it is the results of another task.')
         if 0 <= seed < seeds_count:
@@ -279,8 +300,14 @@ def write_manifest(plan, old, args):
   """Records the reproduction in <root>/reproduce.json; earlier launches are kept in its 'launches' list."""
   data = dict(plan.manifest)
   launches = list(old.get('launches', [])) if old else []
-  launches.append({'time': datetime.datetime.now().isoformat(timespec='seconds'), 'command': sys.argv,
-                   'seeds': args.seeds, 'steps': args.steps, 'parallel': plan.parallel, 'backend': args.backend})
+  launches.append({
+      'time': datetime.datetime.now().isoformat(timespec='seconds'),
+      'command': sys.argv,
+      'seeds': args.seeds,
+      'steps': args.steps,
+      'parallel': plan.parallel,
+      'backend': args.backend
+  })
   data['launches'] = launches
   data['seeds'] = max(args.seeds, old.get('seeds', 0) if old else 0)
   os.makedirs(plan.root, exist_ok=True)

@@ -20,16 +20,17 @@ def _curve_series(result, mode, key, colours):
   series = []
   for seed, points in sorted(entry['per_seed'].items()):
     if points:
-      series.append(curves.Series([p['step'] for p in points], [p[key] for p in points], f'seed {seed}',
-                                  color=colours.get(seed, 'tab:gray'), marker='o', markersize=2.5, alpha=0.85))
+      series.append(
+          curves.Series([p['step'] for p in points], [p[key] for p in points], f'seed {seed}',
+                        color=colours.get(seed, 'tab:gray'), marker='o', markersize=2.5, alpha=0.85))
   rows = entry['curve']
   mean = [row[f'{key}_mean'] for row in rows]
   se = [row[f'{key}_se'] or 0.0 for row in rows]
   seeds = max([row['seeds'] for row in rows] + [0])
   label = f'mean over {seeds} seeds ± s.e.' if seeds > 1 else 'mean (1 seed)'
-  series.append(curves.Series([row['step'] for row in rows], mean, label, color=curves.MEAN, linewidth=2.5,
-                              band=([m - s for m, s in zip(mean, se)], [m + s for m, s in zip(mean, se)]),
-                              zorder=3))
+  series.append(
+      curves.Series([row['step'] for row in rows], mean, label, color=curves.MEAN, linewidth=2.5,
+                    band=([m - s for m, s in zip(mean, se)], [m + s for m, s in zip(mean, se)]), zorder=3))
   return series
 
 
@@ -42,11 +43,11 @@ def _heldout_series(result, colours):
   for key, marker, text in (('best', 'D', 'best'), ('final', 's', 'final')):
     chosen = [(seed, c) for seed, c in sorted(view['per_seed'].items()) if c[f'{key}_heldout'] is not None]
     if chosen:
-      series.append(curves.Series(
-          [c[f'{key}_step'] for _, c in chosen], [c[f'{key}_heldout'] for _, c in chosen],
-          f'a seed\'s {text} policy, held out ({view["episodes"]} episodes)', colors=[
-              colours.get(seed, curves.MEAN) for seed, _ in chosen], marker=marker, markersize=7, linewidth=0,
-          edgecolor='black', zorder=4))
+      series.append(
+          curves.Series([c[f'{key}_step'] for _, c in chosen], [c[f'{key}_heldout'] for _, c in chosen],
+                        f'a seed\'s {text} policy, held out ({view["episodes"]} episodes)',
+                        colors=[colours.get(seed, curves.MEAN) for seed, _ in chosen], marker=marker, markersize=7,
+                        linewidth=0, edgecolor='black', zorder=4))
   return series
 
 
@@ -91,21 +92,26 @@ def draw_png(result, path, name, width=1000, panel_height=260):
       series += _heldout_series(result, colours)
       paper = result['paper']
       if paper:
-        hlines.append(curves.HLine(paper['success'], f'paper: {paper["success"]:.2f} ± {paper["standard_error"]:.2f} '
-                                   f'(best within {summary.steps_label(paper["steps"])})', curves.PAPER))
+        hlines.append(
+            curves.HLine(
+                paper['success'], f'paper: {paper["success"]:.2f} ± {paper["standard_error"]:.2f} '
+                f'(best within {summary.steps_label(paper["steps"])})', curves.PAPER))
     headline = ', the headline mode' if mode == primary and len(modes) > 1 else ''
-    panels.append(curves.Panel(f'success rate, {mode} (goal {goal}){headline}', 'success rate', series, hlines,
-                               ylim=(-0.03, 1.03)))
-  distances = [p['distance'] for pts in result['modes'][primary]['per_seed'].values() for p in pts
-               if p['distance'] is not None]
+    panels.append(
+        curves.Panel(f'success rate, {mode} (goal {goal}){headline}', 'success rate', series, hlines,
+                     ylim=(-0.03, 1.03)))
+  distances = [
+      p['distance'] for pts in result['modes'][primary]['per_seed'].values() for p in pts if p['distance'] is not None
+  ]
   high = max(distances + [2 * uvf_protocol.SUCCESS_DISTANCE]) * 1.05
-  panels.append(curves.Panel(
-      f'mean final distance, {primary} (goal {result["modes"][primary]["goal"]})', 'final distance (maze units)',
-      _curve_series(result, primary, 'distance', colours),
-      [curves.HLine(uvf_protocol.SUCCESS_DISTANCE, f'success: distance < {uvf_protocol.SUCCESS_DISTANCE:g}',
-                    curves.THRESHOLD)], ylim=(0.0, high)))
-  x_max = max([result['budget']] + [p['step'] for e in result['modes'].values() for pts in e['per_seed'].values()
-                                    for p in pts])
+  panels.append(
+      curves.Panel(f'mean final distance, {primary} (goal {result["modes"][primary]["goal"]})',
+                   'final distance (maze units)', _curve_series(result, primary, 'distance', colours), [
+                       curves.HLine(uvf_protocol.SUCCESS_DISTANCE,
+                                    f'success: distance < {uvf_protocol.SUCCESS_DISTANCE:g}', curves.THRESHOLD)
+                   ], ylim=(0.0, high)))
+  x_max = max([result['budget']] +
+              [p['step'] for e in result['modes'].values() for pts in e['per_seed'].values() for p in pts])
   notes = summary.summary_lines(result)[:1] + [line.strip() for line in summary.heldout_lines(result)]
   return curves.draw(path, panels, _title(result, name), 'environment steps', notes=notes, xlim=(0, x_max * 1.01),
                      width=width, panel_height=panel_height)

@@ -114,9 +114,16 @@ def start_process(command, log_path, pid_file, cwd, detach, env=None, cpus=()):
     environment = dict(os.environ, PYTHONUNBUFFERED='1')
     for name, value in (env or {}).items():
       environment.setdefault(name, value)
-    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment,
-                               stdin=subprocess.DEVNULL, start_new_session=detach,
-                               preexec_fn=None if detach else _die_with_parent)
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        start_new_session=detach,
+        # noqa reason: signal settings of the child, before exec; no lock is taken.
+        preexec_fn=None if detach else _die_with_parent)  # noqa: PLW1509
   if cpus:
     try:
       os.sched_setaffinity(process.pid, cpus)

@@ -92,5 +92,11 @@ def read_progress(train_dir, now=None, fresh_s=FRESH_S):
       rate = float(record['rate'])
   if rate is None:
     rate = _checkpoint_rate(points, now, fresh_s)
-  return {'steps': steps, 'full_checkpoint': full, 'policy_steps': list(policies), 'rate': rate, 'updated': updated,
-          'state': state}
+  return {
+      'steps': steps,
+      'full_checkpoint': full,
+      'policy_steps': list(policies),
+      'rate': rate,
+      'updated': updated,
+      'state': state
+  }

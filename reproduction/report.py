@@ -37,8 +37,8 @@ def views_table(result):
   episodes = result['protocol']['eval_episodes']
   incomplete = f', {t1["complete"]} complete' if t1['complete'] < t1['seeds'] else ''
   reach = view['reaching']
-  selected = statistics.seeds_reaching([v['best_selection'] for v in view['per_seed'].values()
-                                        if v['best_selection'] is not None], reach['threshold'])
+  selected = statistics.seeds_reaching(
+      [v['best_selection'] for v in view['per_seed'].values() if v['best_selection'] is not None], reach['threshold'])
   peak = (f'{f4["peak_success_mean"]:.2f} at {summary.steps_label(f4["peak_step"])}'
           if f4['peak_step'] is not None else 'n/a')
   rows = [
@@ -46,10 +46,10 @@ def views_table(result):
        _seeds(t1['seeds'], seeds) + incomplete, summary.format_statistics(view['selection'], markdown=True)),
       (f'best policy, held out ({view["episodes"]} episodes, evaluation seed {view["eval_seed"]})',
        _seeds(view['best']['seeds'], seeds), summary.format_statistics(view['best'], markdown=True)),
-      (f'final policy ({budget}), held out', _seeds(view['final']['seeds'], seeds),
-       summary.format_statistics(view['final'], markdown=True)),
-      (f'seeds whose best as selected reaches {reach["threshold"]:g}', _seeds(selected['seeds'], seeds),
-       _reaching(selected)),
+      (f'final policy ({budget}), held out', _seeds(view['final']['seeds'],
+                                                    seeds), summary.format_statistics(view['final'], markdown=True)),
+      (f'seeds whose best as selected reaches {reach["threshold"]:g}', _seeds(selected['seeds'],
+                                                                              seeds), _reaching(selected)),
       (f'seeds whose held-out best reaches {reach["threshold"]:g}', _seeds(reach['seeds'], seeds), _reaching(reach)),
       ('peak of the mean curve (Figure 4 view)', _seeds(t1['seeds'], seeds), peak),
   ]

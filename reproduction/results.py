@@ -14,7 +14,6 @@ from reproduction import statistics
 from uvf import protocol as uvf_protocol
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Point:
   """One evaluation of one policy checkpoint in one mode."""
@@ -55,9 +54,9 @@ def seed_curves(rows, modes=None):
     mode = row['mode']
     if modes is not None and mode not in by_mode:
       continue
-    by_mode.setdefault(mode, {})[int(row['step'])] = Point(
-        int(row['step']), float(row['success_rate']), float(row['mean_final_distance']),
-        int(row.get('num_episodes', 0)))
+    by_mode.setdefault(mode, {})[int(row['step'])] = Point(int(row['step']), float(row['success_rate']),
+                                                           float(row['mean_final_distance']),
+                                                           int(row.get('num_episodes', 0)))
   return {mode: [points[s] for s in sorted(points)] for mode, points in by_mode.items()}
 
 
@@ -100,8 +99,14 @@ def across_seeds(curves, budget=None):
     points = by_step[step]
     success_mean, success_se, n = statistics.mean_standard_error([p.success for p in points])
     distance_mean, distance_se, _ = statistics.mean_standard_error([p.distance for p in points])
-    out.append({'step': step, 'seeds': n, 'success_mean': success_mean, 'success_se': success_se,
-                'distance_mean': distance_mean, 'distance_se': distance_se})
+    out.append({
+        'step': step,
+        'seeds': n,
+        'success_mean': success_mean,
+        'success_se': success_se,
+        'distance_mean': distance_mean,
+        'distance_se': distance_se
+    })
   return out
 
 
@@ -126,8 +131,14 @@ def table1(curves, budget):
       bests.append(best.success)
       complete += int(last >= budget)
   mean, se, n = statistics.mean_standard_error(bests)
-  return {'budget': int(budget), 'per_seed': per_seed, 'seeds': n, 'complete': complete, 'success_mean': mean,
-          'success_se': se}
+  return {
+      'budget': int(budget),
+      'per_seed': per_seed,
+      'seeds': n,
+      'complete': complete,
+      'success_mean': mean,
+      'success_se': se
+  }
 
 
 def figure4(curve):
@@ -135,8 +146,12 @@ def figure4(curve):
   if not curve:
     return {'peak_success_mean': None, 'peak_step': None, 'last_step': None, 'last_success_mean': None}
   peak = max(curve, key=lambda row: (row['success_mean'], -row['step']))
-  return {'peak_success_mean': peak['success_mean'], 'peak_step': peak['step'], 'last_step': curve[-1]['step'],
-          'last_success_mean': curve[-1]['success_mean']}
+  return {
+      'peak_success_mean': peak['success_mean'],
+      'peak_step': peak['step'],
+      'last_step': curve[-1]['step'],
+      'last_success_mean': curve[-1]['success_mean']
+  }
 
 
 def best_policy(seed_rows, mode, budget):

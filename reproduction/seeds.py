@@ -81,8 +81,9 @@ def heldout_pending(spec):
   final policies within the budget, `heldout.heldout_steps`)."""
   curve = results.seed_curves(results.load_results(spec.eval_dir), [spec.primary_mode])[spec.primary_mode]
   done = {int(row['step']) for row in results.load_results(spec.heldout_dir) if row['mode'] == spec.primary_mode}
-  return [step for step in dict.fromkeys(heldout.heldout_steps(curve, spec.budget)) if step is not None and
-          step not in done]
+  return [
+      step for step in dict.fromkeys(heldout.heldout_steps(curve, spec.budget)) if step is not None and step not in done
+  ]
 
 
 def evaluate_heldout(spec, stop=None, report=say):
@@ -161,8 +162,9 @@ class SeedJob:
         failure = evaluate_heldout(spec, self.stop, self.report)
         if failure:
           return self._failed(failure)
-        return self._end('done', f'done ({full} steps, {len(policies)} policy checkpoints evaluated, the best and '
-                                 'final ones held out).')
+        return self._end(
+            'done', f'done ({full} steps, {len(policies)} policy checkpoints evaluated, the best and '
+            'final ones held out).')
       time.sleep(spec.poll_secs)
 
   def _end(self, state, message):
@@ -190,8 +192,8 @@ class SeedJob:
     key = ('train', record.get('pid'))
     if key not in self.announced:
       self.announced.add(key)
-      who = ('an earlier reproduce.py' if processes.started_by_kit(self.spec.pid_file('train'), record) else
-             'another command')
+      who = ('an earlier reproduce.py'
+             if processes.started_by_kit(self.spec.pid_file('train'), record) else 'another command')
       self.report(f'{self.name}: training is running already ({processes.describe(record)}, started by {who}); '
                   'waiting for it.')
 

@@ -35,12 +35,14 @@ def iqm_interval(values, reps=BOOTSTRAP_REPS, seed=0):
 @functools.lru_cache(maxsize=256)
 def _iqm_interval(values, reps, seed):
   values = np.asarray(values, np.float64)
-  from rliable import library, metrics  # pylint: disable=g-import-not-at-top  (pandas, arch: only when needed)
+  from rliable import library  # pylint: disable=g-import-not-at-top  (pandas, arch: only when needed)
+  from rliable import metrics  # pylint: disable=g-import-not-at-top  (pandas, arch: only when needed)
   state = np.random.get_state()
   np.random.seed(seed)
   try:
-    point, interval = library.get_interval_estimates(
-        {'seeds': values.reshape(-1, 1)}, lambda scores: np.array([metrics.aggregate_iqm(scores)]), reps=reps)
+    point, interval = library.get_interval_estimates({'seeds': values.reshape(-1, 1)},
+                                                     lambda scores: np.array([metrics.aggregate_iqm(scores)]),
+                                                     reps=reps)
   finally:
     np.random.set_state(state)
   return float(point['seeds'][0]), float(interval['seeds'][0, 0]), float(interval['seeds'][1, 0])
@@ -51,8 +53,14 @@ def seed_statistics(values):
   `iqm_interval`; None where undefined)."""
   mean, se, n = mean_standard_error(values)
   iqm = iqm_interval(values) if n else None
-  return {'seeds': n, 'mean': mean, 'se': se, 'iqm': iqm and iqm[0], 'iqm_low': iqm and iqm[1],
-          'iqm_high': iqm and iqm[2]}
+  return {
+      'seeds': n,
+      'mean': mean,
+      'se': se,
+      'iqm': iqm and iqm[0],
+      'iqm_low': iqm and iqm[1],
+      'iqm_high': iqm and iqm[2]
+  }
 
 
 def seeds_reaching(values, threshold):
@@ -60,5 +68,9 @@ def seeds_reaching(values, threshold):
   how many; 'fraction' None without values."""
   values = list(values)
   count = sum(value >= threshold for value in values)
-  return {'threshold': threshold, 'count': count, 'seeds': len(values),
-          'fraction': count / len(values) if values else None}
+  return {
+      'threshold': threshold,
+      'count': count,
+      'seeds': len(values),
+      'fraction': count / len(values) if values else None
+  }

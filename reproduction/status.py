@@ -4,8 +4,6 @@ seconds), and the aggregate rewritten when the seeds' results change."""
 import os
 import time
 
-from rundir import formatting
-
 from reproduction import heldout
 from reproduction import outputs
 from reproduction import processes
@@ -13,6 +11,7 @@ from reproduction import progress
 from reproduction import results
 from reproduction import seeds
 from reproduction import summary
+from rundir import formatting
 from uvf import protocol as uvf_protocol
 
 AGGREGATE_DIR = 'aggregate'
@@ -58,8 +57,8 @@ def _seed_line(plan, spec, rows, heldout_rows, now):
   best = results.best_within(curve, plan.budget)
   best = f'{best.success:.2f} @ {summary.steps_label(best.step)}' if best else ''
   again = {p.step: p.success for p in results.seed_curves(heldout_rows, [primary])[primary]}
-  held = ' / '.join('-' if again.get(step) is None else f'{again[step]:.2f}'
-                    for step in heldout.heldout_steps(curve, plan.budget))
+  held = ' / '.join(
+      '-' if again.get(step) is None else f'{again[step]:.2f}' for step in heldout.heldout_steps(curve, plan.budget))
   evaluated = f'{len(done & set(record["policy_steps"]))}/{len(record["policy_steps"])}'
   if imported and not record['policy_steps']:  # the seed's run directory is elsewhere: what was evaluated there
     steps, evaluated = str(max(done, default=0)), f'{len(done)}/{len(done)}'
@@ -73,9 +72,11 @@ def status_table(plan, now=None):
   and best success of the headline mode, and the held-out best / final policies."""
   now = time.time() if now is None else now
   primary = plan.protocol.primary_mode
-  lines = [f'{"seed":>4}  {"state":<30} {"steps":>10} {"of":>10} {"steps/s":>8} {"ETA":>7}  {"evaluated":>9}  '
-           f'{"latest " + primary:>20}  {"best within " + summary.steps_label(plan.budget):>22}  '
-           f'{"held out: best / final":>22}']
+  lines = [
+      f'{"seed":>4}  {"state":<30} {"steps":>10} {"of":>10} {"steps/s":>8} {"ETA":>7}  {"evaluated":>9}  '
+      f'{"latest " + primary:>20}  {"best within " + summary.steps_label(plan.budget):>22}  '
+      f'{"held out: best / final":>22}'
+  ]
   all_rows, all_heldout = plan.seed_rows(), plan.heldout_rows()
   for spec in plan.specs:
     lines.append(_seed_line(plan, spec, all_rows[spec.seed], all_heldout[spec.seed], now))

@@ -26,7 +26,9 @@ def aggregate(seed_rows, protocol, budget, heldout_rows=None):
     curve = results.across_seeds(curves, budget)
     modes[mode] = {
         'goal': protocol.goals.get(mode),
-        'per_seed': {seed: [dataclasses.asdict(p) for p in points] for seed, points in curves.items()},
+        'per_seed': {
+            seed: [dataclasses.asdict(p) for p in points] for seed, points in curves.items()
+        },
         'curve': curve,
         'table1': results.table1(curves, budget),
         'figure4': results.figure4(curve),
@@ -35,10 +37,18 @@ def aggregate(seed_rows, protocol, budget, heldout_rows=None):
   primary = protocol.primary_mode
   again = {seed: results.seed_curves(rows, [primary])[primary] for seed, rows in (heldout_rows or {}).items()}
   view = dict(heldout.heldout_view(curves_of[primary], again, budget), eval_seed=heldout.HELDOUT_SEED,
-              episodes=heldout.HELDOUT_EPISODES,
-              points={seed: [dataclasses.asdict(p) for p in points] for seed, points in sorted(again.items())})
-  return {'protocol': protocol.to_json(), 'budget': int(budget), 'seeds': sorted(seed_rows),
-          'primary_mode': primary, 'paper': paper, 'modes': modes, 'heldout': view}
+              episodes=heldout.HELDOUT_EPISODES, points={
+                  seed: [dataclasses.asdict(p) for p in points] for seed, points in sorted(again.items())
+              })
+  return {
+      'protocol': protocol.to_json(),
+      'budget': int(budget),
+      'seeds': sorted(seed_rows),
+      'primary_mode': primary,
+      'paper': paper,
+      'modes': modes,
+      'heldout': view
+  }
 
 
 def steps_label(steps):
@@ -107,9 +117,11 @@ def heldout_lines(result):
   def seeds(stats):
     return f' over {stats["seeds"]} seed{"s" if stats["seeds"] != 1 else ""}' if stats['seeds'] else ''
 
-  return [f'  Table 1 view (best within {budget}, as selected): {format_statistics(view["selection"])}'
-          f'{seeds(view["selection"])}',
-          f'  held-out ({view["episodes"]} episodes, evaluation seed {view["eval_seed"]}): best policy '
-          f'{format_statistics(view["best"])}{seeds(view["best"])}; final policy ({budget}) '
-          f'{format_statistics(view["final"])}{seeds(view["final"])}',
-          f'  seeds whose best policy reaches {reach["threshold"]:g} held-out: {fraction}']
+  return [
+      f'  Table 1 view (best within {budget}, as selected): {format_statistics(view["selection"])}'
+      f'{seeds(view["selection"])}',
+      f'  held-out ({view["episodes"]} episodes, evaluation seed {view["eval_seed"]}): best policy '
+      f'{format_statistics(view["best"])}{seeds(view["best"])}; final policy ({budget}) '
+      f'{format_statistics(view["final"])}{seeds(view["final"])}',
+      f'  seeds whose best policy reaches {reach["threshold"]:g} held-out: {fraction}'
+  ]

@@ -39,7 +39,6 @@ CORRUPT_SUFFIX = '.corrupt'  # the files of an unreadable checkpoint, set aside:
 OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'  # the entry only object-based (TF2) checkpoints have
 _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Files: the standard library for local paths, tf.io.gfile for URLs.
 
@@ -251,9 +250,10 @@ def write_index(directory, prefixes: Sequence[str]) -> None:
     raise ValueError(f'write_index({directory!r}): no checkpoint to list.')
   tf = _tf()
   times = [tf.io.gfile.stat(prefix + '.index').mtime_nsec / 1e9 for prefix in prefixes]
-  tf.compat.v1.train.update_checkpoint_state(
-      os.fspath(directory), os.path.basename(prefixes[-1]), [os.path.basename(p) for p in prefixes],
-      all_model_checkpoint_timestamps=times, last_preserved_timestamp=min(times) - 1.)
+  tf.compat.v1.train.update_checkpoint_state(os.fspath(directory), os.path.basename(prefixes[-1]),
+                                             [os.path.basename(p) for p in prefixes],
+                                             all_model_checkpoint_timestamps=times,
+                                             last_preserved_timestamp=min(times) - 1.)
 
 
 def add_to_index(prefix) -> None:
@@ -352,8 +352,8 @@ def _listing(paths: Sequence[str], limit: int = 3) -> str:
   return ', '.join(names[:limit]) + (f', ... ({len(names) - limit} more)' if len(names) > limit else '')
 
 
-def resume(directory, name: str = CHECKPOINT_NAME, what: str = 'checkpoint', unit: str = 'step',
-           start: str = 'step 0', flag: str = '--train_dir', also_held: Sequence[str] = (),
+def resume(directory, name: str = CHECKPOINT_NAME, what: str = 'checkpoint', unit: str = 'step', start: str = 'step 0',
+           flag: str = '--train_dir', also_held: Sequence[str] = (),
            check: Optional[Callable[[str], None]] = None) -> Optional[Resume]:
   """The checkpoint a run in `directory` resumes from, after the repairs that needs; None for a fresh directory.
 
@@ -387,8 +387,8 @@ def resume(directory, name: str = CHECKPOINT_NAME, what: str = 'checkpoint', uni
   scan = newest_readable(directory, name)
   if not scan.found:
     indexed, corrupt = indexed_checkpoints(directory), set_aside_files(directory)
-    held = ([f'a checkpoint index file naming {_listing(indexed)}, which do not exist'] if indexed else []) + (
-        [f'checkpoints set aside as unreadable ({_listing(corrupt)})'] if corrupt else []) + list(also_held)
+    held = ([f'a checkpoint index file naming {_listing(indexed)}, which do not exist'] if indexed else
+            []) + ([f'checkpoints set aside as unreadable ({_listing(corrupt)})'] if corrupt else []) + list(also_held)
     if held:
       raise errors.RunDirectoryError(
           f'{directory} cannot be resumed: it holds no {what} {name}-<{unit}>, but it holds {"; ".join(held)}. '
@@ -408,9 +408,10 @@ def resume(directory, name: str = CHECKPOINT_NAME, what: str = 'checkpoint', uni
     renamed = set_aside(bad_prefix)
     set_aside_now.append((bad_prefix, error, renamed))
     logging.warning('%s is unreadable (%s); kept as %s.', bad_prefix, error, ', '.join(renamed))
-    print(f'warning: the {what} {bad_prefix} is unreadable ({error}): the run resumes from the older '
-          f'{os.path.basename(prefix)}, and its files are kept as {", ".join(os.path.basename(p) for p in renamed)}.',
-          flush=True)
+    print(
+        f'warning: the {what} {bad_prefix} is unreadable ({error}): the run resumes from the older '
+        f'{os.path.basename(prefix)}, and its files are kept as {", ".join(os.path.basename(p) for p in renamed)}.',
+        flush=True)
   indexed = indexed_checkpoints(directory)
   rebuilt = not indexed or os.path.basename(indexed[-1]) != os.path.basename(prefix)
   if rebuilt:

@@ -5,10 +5,10 @@ import errno
 import fcntl
 import json
 import os
+from pathlib import Path
 import socket
 import sys
 import time
-from pathlib import Path
 from typing import Optional
 
 from rundir import errors
@@ -132,8 +132,12 @@ class RunLock:
         raise self._busy(previous)
       if previous and previous.get('pid') != os.getpid():
         self.stale = previous
-      me = {'host': socket.gethostname(), 'pid': os.getpid(),
-            'started': datetime.datetime.now().isoformat(timespec='seconds'), 'command': list(sys.argv)}
+      me = {
+          'host': socket.gethostname(),
+          'pid': os.getpid(),
+          'started': datetime.datetime.now().isoformat(timespec='seconds'),
+          'command': list(sys.argv)
+      }
       os.ftruncate(fd, 0)
       os.pwrite(fd, (json.dumps(me) + '\n').encode(), 0)
       os.fsync(fd)

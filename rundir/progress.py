@@ -16,8 +16,8 @@ Writing is best effort: a full disk or a read-only directory never stops trainin
 
 import json
 import os
-import time
 from pathlib import Path
+import time
 from typing import Optional
 
 PROGRESS_FILE = 'progress.json'

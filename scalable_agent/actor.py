@@ -175,8 +175,9 @@ def finished_episodes(batch):
   done = np.asarray(batch.env_outputs.done)[1:]
   info = batch.env_outputs.info
   level_names = np.broadcast_to(np.asarray(batch.level_name), done.shape)
-  return [(str(name), float(ret), int(step)) for name, ret, step in
-          zip(level_names[done], np.asarray(info.episode_return)[1:][done], np.asarray(info.episode_step)[1:][done])]
+  return [(str(name), float(ret), int(step)) for name, ret, step in zip(level_names[done],
+                                                                        np.asarray(info.episode_return)[1:][done],
+                                                                        np.asarray(info.episode_step)[1:][done])]
 
 
 def actor_policies(settings, agent):
@@ -201,11 +202,11 @@ def actor_policies(settings, agent):
     policies = [numpy_agent.NumpyPolicy(parameters, seed=(settings.seed, i)) for i in range(settings.num_actors)]
     return policies, parameters.refresh, resources.close
 
-  @dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=settings.num_actors,
-                                          timeout_ms=100)
+  @dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=settings.num_actors, timeout_ms=100)
   def inference(last_action, env_output, core_state):
     agent_output, core_state = agent(last_action, env_output, core_state)
     return agent_output, agent_lib.LSTMState(*core_state)
+
   return [inference] * settings.num_actors, lambda: None, inference.close
 
 
@@ -220,6 +221,7 @@ def numpy_policy(agent, device=None):
     callable (last_action int32 [B], env_output StepOutput of [B, ...], core_state (c, h) [B, 256]) ->
     (AgentOutput of NumPy [B, ...] arrays, LSTMState of NumPy [B, 256] arrays).
   """
+
   @tf.function
   def policy(last_action, env_output, core_state):
     with tf.device(device) if device else contextlib.nullcontext():
@@ -228,6 +230,7 @@ def numpy_policy(agent, device=None):
 
   def call(last_action, env_output, core_state):
     return tf.nest.map_structure(lambda t: t.numpy(), policy(last_action, env_output, core_state))
+
   return call
 
 
@@ -275,8 +278,8 @@ class EnvironmentProcess:
 
   def restart(self, error):
     """Closes the (dead) process and starts a new one; returns its `flow()`."""
-    logging.warning('%s (%s): its environment process stopped (%s); starting a new one.', self.name,
-                    self.level_name, error)
+    logging.warning('%s (%s): its environment process stopped (%s); starting a new one.', self.name, self.level_name,
+                    error)
     self.process.close(timeout=5.)
     self.process = self._new_process()
     flow = self.start()

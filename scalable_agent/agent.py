@@ -51,8 +51,8 @@ class _Conv2D(snt.Module):
 
   def __init__(self, input_channels, output_channels, name='conv_2d'):
     super().__init__(name=name)
-    self.w = tf.Variable(truncated_normal(9 * input_channels)([3, 3, input_channels, output_channels], tf.float32),
-                         name='w')
+    self.w = tf.Variable(
+        truncated_normal(9 * input_channels)([3, 3, input_channels, output_channels], tf.float32), name='w')
     self.b = tf.Variable(tf.zeros([output_channels]), name='b')
 
   def __call__(self, x):
@@ -197,10 +197,9 @@ class _Torso(snt.Module):
     # The batch dimension of the state may be static (an actor's [1, ...] call) while the TensorArray reads are
     # [None, ...]: the invariants keep it unknown inside the loop, whatever the caller's shapes.
     state_shape = tf.TensorShape([None, INSTRUCTION_LSTM_SIZE])
-    _, _, last_output = tf.while_loop(lambda t, *_: t < projected_ta.size(), body,
-                                      (tf.constant(0), LSTMState(zeros, zeros), zeros),
-                                      shape_invariants=(tf.TensorShape([]), LSTMState(state_shape, state_shape),
-                                                        state_shape))
+    _, _, last_output = tf.while_loop(
+        lambda t, *_: t < projected_ta.size(), body, (tf.constant(0), LSTMState(zeros, zeros), zeros),
+        shape_invariants=(tf.TensorShape([]), LSTMState(state_shape, state_shape), state_shape))
     last_output.set_shape(zeros.shape)  # Back to the static shape the loop started with, where it was known.
     return last_output
 

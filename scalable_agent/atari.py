@@ -67,7 +67,10 @@ class AtariEnvironment:
     Raises:
       ValueError: an unknown game or a bad setting.
     """
-    from ale_py import Action, ALEInterface, LoggerMode, roms  # pylint: disable=g-import-not-at-top
+    from ale_py import Action  # pylint: disable=g-import-not-at-top
+    from ale_py import ALEInterface  # pylint: disable=g-import-not-at-top
+    from ale_py import LoggerMode  # pylint: disable=g-import-not-at-top
+    from ale_py import roms  # pylint: disable=g-import-not-at-top
     games = roms.get_all_rom_ids()
     if game not in games:
       raise ValueError(f'unknown Atari game {game!r}; ale-py has: {", ".join(games)}.')
@@ -82,7 +85,7 @@ class AtariEnvironment:
     self._random_state = np.random.RandomState(seed=seed)
     ALEInterface.setLoggerMode(LoggerMode.Error)
     self._ale = ALEInterface()
-    self._ale.setInt('random_seed', int(self._random_state.randint(0, 2 ** 31 - 1)))
+    self._ale.setInt('random_seed', int(self._random_state.randint(0, 2**31 - 1)))
     self._ale.setFloat('repeat_action_probability', 0.0)
     self._ale.setInt('frame_skip', 1)
     self._ale.setInt('max_num_frames_per_episode', max_episode_frames)
@@ -133,8 +136,9 @@ class AtariEnvironment:
     # Area averaging: rows, then columns (with the channels moved before the columns to make it one product).
     np.matmul(self._resize_rows, self._float_screen, out=self._resized_rows)
     channels = self._resized_rows.shape[1] // screen_width
-    self._channels_first.reshape(height, channels, screen_width)[:] = (
-        self._resized_rows.reshape(height, screen_width, channels).transpose(0, 2, 1))
+    self._channels_first.reshape(height, channels,
+                                 screen_width)[:] = (self._resized_rows.reshape(height, screen_width,
+                                                                                channels).transpose(0, 2, 1))
     np.matmul(self._channels_first, self._resize_columns_t, out=self._resized)
     np.add(self._resized, 0.5, out=self._resized)  # Round to nearest (values are in [0, 255]).
     return self._resized.reshape(height, channels, width).transpose(0, 2, 1).astype(np.uint8)
@@ -183,7 +187,7 @@ class AtariEnvironment:
     reward = 0.
     newest = 1
     life_lost = game_over = False
-    for repeat in range(self._num_action_repeats):
+    for repeat in range(self._num_action_repeats):  # noqa: B007  (`repeat` is read after the loop)
       reward += self._ale.act(ale_action)
       newest ^= 1  # The two screen slots alternate: the last two frames' screens, whichever frame ends the step.
       self._ale.getScreenRGB(self._screens[newest])
@@ -207,7 +211,9 @@ class AtariEnvironment:
   def _num_actions(constructor_kwargs):
     if constructor_kwargs.get('full_action_space', False):
       return 18
-    from ale_py import ALEInterface, LoggerMode, roms  # pylint: disable=g-import-not-at-top
+    from ale_py import ALEInterface  # pylint: disable=g-import-not-at-top
+    from ale_py import LoggerMode  # pylint: disable=g-import-not-at-top
+    from ale_py import roms  # pylint: disable=g-import-not-at-top
     ALEInterface.setLoggerMode(LoggerMode.Error)
     ale = ALEInterface()
     ale.loadROM(roms.get_rom_path(constructor_kwargs['game']))
@@ -219,4 +225,3 @@ class AtariEnvironment:
     channels = (1 if constructor_kwargs.get('grayscale', False) else 3) * constructor_kwargs.get('frame_stack', 1)
     return environment_specs.method_specs(method_name, constructor_kwargs.get('height', 84),
                                           constructor_kwargs.get('width', 84), channels)
-

@@ -10,8 +10,8 @@ from scalable_agent import environment_specs
 LEVEL_PREFIX = 'builtin/'
 
 # Object colours of the built-in tasks (name -> RGB), in the order of their index; the agent is white.
-BUILTIN_COLORS = collections.OrderedDict([
-    ('red', (255, 0, 0)), ('green', (0, 255, 0)), ('blue', (0, 0, 255)), ('yellow', (255, 255, 0))])
+BUILTIN_COLORS = collections.OrderedDict([('red', (255, 0, 0)), ('green', (0, 255, 0)), ('blue', (0, 0, 255)),
+                                          ('yellow', (255, 255, 0))])
 BUILTIN_AGENT_COLOR = (255, 255, 255)
 # Grid moves of the built-in tasks' actions: (row, column) deltas for up, down, left, right.
 BUILTIN_MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))
@@ -149,8 +149,7 @@ class BuiltinEnvironment:
       for r, c in frontier:
         for dr, dc in BUILTIN_MOVES:
           cell = (r + dr, c + dc)
-          if (0 <= cell[0] < size and 0 <= cell[1] < size and distance[cell] == np.inf and
-              (self._grid[cell] <= 1)):
+          if (0 <= cell[0] < size and 0 <= cell[1] < size and distance[cell] == np.inf and (self._grid[cell] <= 1)):
             distance[cell] = distance[r, c] + 1
             next_frontier.append(cell)
       frontier = next_frontier
@@ -173,8 +172,11 @@ class BuiltinEnvironment:
   @property
   def object_cells(self):
     """{colour name: (row, column)} of the objects in the grid."""
-    return {self._colour_names[index - 2]: (int(row), int(column))
-            for (row, column), index in np.ndenumerate(self._grid) if index >= 2}
+    return {
+        self._colour_names[index - 2]: (int(row), int(column))
+        for (row, column), index in np.ndenumerate(self._grid)
+        if index >= 2
+    }
 
   @property
   def moves(self):
@@ -191,7 +193,6 @@ class BuiltinEnvironment:
   @staticmethod
   def _tensor_specs(method_name, unused_kwargs, constructor_kwargs):
     """A nest of `tf.TensorSpec`: the output of `method_name` ('initial' or 'step')."""
-    return environment_specs.method_specs(
-        method_name, constructor_kwargs.get('height', environment_specs.DEFAULT_HEIGHT),
-        constructor_kwargs.get('width', environment_specs.DEFAULT_WIDTH))
-
+    return environment_specs.method_specs(method_name, constructor_kwargs.get('height',
+                                                                              environment_specs.DEFAULT_HEIGHT),
+                                          constructor_kwargs.get('width', environment_specs.DEFAULT_WIDTH))

@@ -221,8 +221,8 @@ def restore_tf1_checkpoint(path, agent, optimizer=None):
       ignored.update((name + MEAN_SQUARE_SLOT_SUFFIX, name + MOMENTUM_SLOT_SUFFIX))
 
   missing = [name for name in list(targets) + [GLOBAL_STEP_NAME] if name not in shapes]
-  unexpected = sorted(name for name in shapes if name not in targets and name != GLOBAL_STEP_NAME
-                      and name not in ignored)
+  unexpected = sorted(
+      name for name in shapes if name not in targets and name != GLOBAL_STEP_NAME and name not in ignored)
   misshaped = []
   for name, variable in targets.items():
     if name in shapes and (list(shapes[name]) != variable.shape.as_list() or dtypes[name] != variable.dtype):
@@ -255,8 +255,8 @@ def export_tf1_checkpoint(path, agent, optimizer=None, global_step=0):
   Returns:
     str, the prefix written (`<path>-<global_step>`).
   """
-  values = collections.OrderedDict((name, variable.numpy()) for name, variable in tf1_variable_map(agent,
-                                                                                                   optimizer).items())
+  values = collections.OrderedDict(
+      (name, variable.numpy()) for name, variable in tf1_variable_map(agent, optimizer).items())
   values[GLOBAL_STEP_NAME] = np.int64(global_step)
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
@@ -268,6 +268,7 @@ def export_tf1_checkpoint(path, agent, optimizer=None, global_step=0):
       var_list[name] = tf.compat.v1.Variable(placeholders[name], name=name)
     saver = tf.compat.v1.train.Saver(var_list=var_list, max_to_keep=None)
     with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer(),
-                  feed_dict={placeholders[name]: value for name, value in values.items()})
+      session.run(tf.compat.v1.global_variables_initializer(), feed_dict={
+          placeholders[name]: value for name, value in values.items()
+      })
       return saver.save(session, path, global_step=int(global_step), write_meta_graph=False)

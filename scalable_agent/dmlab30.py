@@ -172,5 +172,5 @@ def compute_human_normalized_score(level_returns, per_level_cap):
       score = min(score, per_level_cap)
     return score
 
-  return np.mean([human_normalized_score(name, returns) for name, returns in new_level_returns.items()
-                  if name in HUMAN_SCORES])
+  return np.mean(
+      [human_normalized_score(name, returns) for name, returns in new_level_returns.items() if name in HUMAN_SCORES])

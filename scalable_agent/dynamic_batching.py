@@ -27,6 +27,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+
 def _cancelled(message):
   return tf.errors.CancelledError(None, None, message)
 
@@ -279,8 +280,11 @@ class _DtypeLayout:
     return _DtypeLayout([t.shape[1:] for t in tensors], [t.dtype for t in tensors])
 
   def specs(self, batch_size):
-    return [tf.TensorSpec([batch_size, sum(self.sizes[i] for i in indices)], dtype)
-            for dtype, indices in self.groups.items()]
+    return [
+        tf.TensorSpec([batch_size, sum(self.sizes[i]
+                                       for i in indices)], dtype)
+        for dtype, indices in self.groups.items()
+    ]
 
   def pack_arrays(self, arrays):
     """NumPy arrays [B, ...] in order -> one array [B, n] per dtype."""
@@ -418,8 +422,8 @@ class BatchedFunction:
             raise _invalid_argument(f'Inputs must have the shapes and dtypes of the first call: {[shape, dtype]} '
                                     f'(without the batch dimension), got {[x.shape[1:], x.dtype]}')
         result = self._concrete(*[tf.convert_to_tensor(x) for x in self._input_layout.pack_arrays(flat_batch)])
-        flat_outputs = (self._output_layout.unpack_arrays(result) if self._output_layout is not None
-                        else [np.asarray(x) for x in result])
+        flat_outputs = (self._output_layout.unpack_arrays(result)
+                        if self._output_layout is not None else [np.asarray(x) for x in result])
         batcher.set_outputs(flat_outputs, computation_id)
       except Exception as e:  # pylint: disable=broad-except
         self._error = e
@@ -470,8 +474,10 @@ def batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=1024, timeout
   Returns:
     A decorator returning a `BatchedFunction` (callable; `.close()`, `.join()`, `.error`, `.batcher`).
   """
+
   def decorator(fn):
     return BatchedFunction(fn, minimum_batch_size, maximum_batch_size, timeout_ms)
+
   return decorator
 
 

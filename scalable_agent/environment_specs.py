@@ -40,4 +40,3 @@ def check_action(action, num_actions):
   if index != action or not 0 <= index < num_actions:
     raise ValueError(f'action must be an integer index in [0, {num_actions}); got {action!r}.')
   return index
-

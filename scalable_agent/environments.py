@@ -58,20 +58,20 @@ DMLAB_INSTALL_HELP = (
 # DeepMind Lab actions: [LOOK_LEFT_RIGHT_PIXELS_PER_FRAME, LOOK_DOWN_UP_PIXELS_PER_FRAME, STRAFE_LEFT_RIGHT,
 # MOVE_BACK_FORWARD, FIRE, JUMP, CROUCH]. The original's nine actions, in its order (paper Table D.2).
 DEFAULT_ACTION_SET = (
-    (0, 0, 0, 1, 0, 0, 0),    # Forward
-    (0, 0, 0, -1, 0, 0, 0),   # Backward
-    (0, 0, -1, 0, 0, 0, 0),   # Strafe Left
-    (0, 0, 1, 0, 0, 0, 0),    # Strafe Right
+    (0, 0, 0, 1, 0, 0, 0),  # Forward
+    (0, 0, 0, -1, 0, 0, 0),  # Backward
+    (0, 0, -1, 0, 0, 0, 0),  # Strafe Left
+    (0, 0, 1, 0, 0, 0, 0),  # Strafe Right
     (-20, 0, 0, 0, 0, 0, 0),  # Look Left
-    (20, 0, 0, 0, 0, 0, 0),   # Look Right
+    (20, 0, 0, 0, 0, 0, 0),  # Look Right
     (-20, 0, 0, 1, 0, 0, 0),  # Look Left + Forward
-    (20, 0, 0, 1, 0, 0, 0),   # Look Right + Forward
-    (0, 0, 0, 0, 1, 0, 0),    # Fire
+    (20, 0, 0, 1, 0, 0, 0),  # Look Right + Forward
+    (0, 0, 0, 0, 1, 0, 0),  # Fire
 )
-
 
 # ---------------------------------------------------------------------------------------------------------------------
 # DeepMind Lab.
+
 
 class PyProcessDmLab:
   """A DeepMind Lab level, as the original `PyProcessDmLab` (deepmind/scalable_agent environments.py).
@@ -114,7 +114,7 @@ class PyProcessDmLab:
                                  level_cache=level_cache)
 
   def _reset(self):
-    self._env.reset(seed=self._random_state.randint(0, 2 ** 31 - 1))
+    self._env.reset(seed=self._random_state.randint(0, 2**31 - 1))
 
   def _observation(self):
     d = self._env.observations()
@@ -163,6 +163,7 @@ class PyProcessDmLab:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Levels -> environments.
+
 
 def level_backend(level_name):
   """Returns 'atari', 'builtin' or 'dmlab' for a level name (see the module docstring)."""
@@ -300,6 +301,7 @@ def create_environment(level_name, seed, is_test=False, **flag_values):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Episode bookkeeping.
+
 
 class FlowEnvironment:
   """Adds the running episode return and length to an environment's steps (the original's `FlowEnvironment`).

@@ -69,37 +69,18 @@ class MissingCheckpointError(FileNotFoundError):
 
 
 @gin.configurable('experiment', module='scalable_agent', denylist=['logdir'])
-def experiment(logdir,
-               mode=original_flags.ORIGINAL['mode'].default,
-               test_num_episodes=_DEFAULT.test_num_episodes,
-               task=_DEFAULT.task,
-               job_name=_DEFAULT.job_name,
-               total_environment_frames=_DEFAULT.total_environment_frames,
-               num_actors=_DEFAULT.num_actors,
-               batch_size=_DEFAULT.batch_size,
-               unroll_length=_DEFAULT.unroll_length,
-               num_action_repeats=_DEFAULT.num_action_repeats,
-               seed=_DEFAULT.seed,
-               entropy_cost=_DEFAULT.entropy_cost,
-               baseline_cost=_DEFAULT.baseline_cost,
-               discounting=_DEFAULT.discounting,
-               reward_clipping=_DEFAULT.reward_clipping,
-               dataset_path=_DEFAULT.dataset_path,
-               level_name=_DEFAULT.level_name,
-               width=_DEFAULT.width,
-               height=_DEFAULT.height,
-               learning_rate=_DEFAULT.learning_rate,
-               decay=_DEFAULT.decay,
-               momentum=_DEFAULT.momentum,
-               epsilon=_DEFAULT.epsilon,
-               learner_address=_DEFAULT.learner_address,
-               reverb_port=_DEFAULT.reverb_port,
-               connect_timeout_s=_DEFAULT.connect_timeout_s,
-               reconnect_timeout_s=_DEFAULT.reconnect_timeout_s,
-               distribution_strategy=_DEFAULT.distribution_strategy,
-               checkpoint_interval_s=_DEFAULT.checkpoint_interval_s,
-               actor_inference=_DEFAULT.actor_inference,
-               checkpoint_keep_every_frames=_DEFAULT.checkpoint_keep_every_frames):
+def experiment(
+    logdir, mode=original_flags.ORIGINAL['mode'].default, test_num_episodes=_DEFAULT.test_num_episodes,
+    task=_DEFAULT.task, job_name=_DEFAULT.job_name, total_environment_frames=_DEFAULT.total_environment_frames,
+    num_actors=_DEFAULT.num_actors, batch_size=_DEFAULT.batch_size, unroll_length=_DEFAULT.unroll_length,
+    num_action_repeats=_DEFAULT.num_action_repeats, seed=_DEFAULT.seed, entropy_cost=_DEFAULT.entropy_cost,
+    baseline_cost=_DEFAULT.baseline_cost, discounting=_DEFAULT.discounting, reward_clipping=_DEFAULT.reward_clipping,
+    dataset_path=_DEFAULT.dataset_path, level_name=_DEFAULT.level_name, width=_DEFAULT.width, height=_DEFAULT.height,
+    learning_rate=_DEFAULT.learning_rate, decay=_DEFAULT.decay, momentum=_DEFAULT.momentum, epsilon=_DEFAULT.epsilon,
+    learner_address=_DEFAULT.learner_address, reverb_port=_DEFAULT.reverb_port,
+    connect_timeout_s=_DEFAULT.connect_timeout_s, reconnect_timeout_s=_DEFAULT.reconnect_timeout_s,
+    distribution_strategy=_DEFAULT.distribution_strategy, checkpoint_interval_s=_DEFAULT.checkpoint_interval_s,
+    actor_inference=_DEFAULT.actor_inference, checkpoint_keep_every_frames=_DEFAULT.checkpoint_keep_every_frames):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
@@ -186,8 +167,8 @@ def preflight(program='train'):
       (`distributed.check_settings`).
   """
   del program
-  settings = settings_lib.Settings(**{field.name: bound_value(field.name)
-                                      for field in dataclasses.fields(settings_lib.Settings)})
+  settings = settings_lib.Settings(
+      **{field.name: bound_value(field.name) for field in dataclasses.fields(settings_lib.Settings)})
   settings_lib.check_settings(settings)
   if bound_value('mode') not in ('train', 'test'):
     raise ValueError(f"experiment.mode must be 'train' or 'test', got {bound_value('mode')!r}.")
@@ -207,6 +188,7 @@ def _check_settings(settings, mode='train'):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Training.
+
 
 class _ActorThread:
   """Actor i: its environment process, its `Actor`, and the thread that feeds the unroll queue."""
@@ -284,8 +266,7 @@ def _prefetch(unrolls, batches, batch_size, stop, errors):
       if stop.is_set():
         return
       batch = actor_lib.batch_unrolls(items)
-      tensors = tf.nest.map_structure(tf.convert_to_tensor, (batch.agent_state, batch.env_outputs,
-                                                             batch.agent_outputs))
+      tensors = tf.nest.map_structure(tf.convert_to_tensor, (batch.agent_state, batch.env_outputs, batch.agent_outputs))
       while not stop.is_set():
         try:
           batches.put((batch, tensors), timeout=_POLL_S)
@@ -334,14 +315,16 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   unrolls = queue.Queue(maxsize=1)
   batches = queue.Queue(maxsize=1)
   errors = []
-  actor_threads = [_ActorThread(i, level, settings, policies[i], agent.num_actions, unrolls, stop)
-                   for i, level in enumerate(levels)]
+  actor_threads = [
+      _ActorThread(i, level, settings, policies[i], agent.num_actions, unrolls, stop) for i, level in enumerate(levels)
+  ]
   prefetch_thread = threading.Thread(target=_prefetch, args=(unrolls, batches, settings.batch_size, stop, errors),
                                      name='prefetch', daemon=True)
-  logging.info('Training to %d environment frames: %d actors (%s); batch %d unrolls of %d agent steps, %d frames '
-               'per agent step; a progress line every %d s.', settings.total_environment_frames, settings.num_actors,
-               ', '.join(sorted(set(levels))), settings.batch_size, settings.unroll_length,
-               settings.num_action_repeats, progress_lib.PROGRESS_INTERVAL_S)
+  logging.info(
+      'Training to %d environment frames: %d actors (%s); batch %d unrolls of %d agent steps, %d frames '
+      'per agent step; a progress line every %d s.', settings.total_environment_frames, settings.num_actors,
+      ', '.join(sorted(set(levels))), settings.batch_size, settings.unroll_length, settings.num_action_repeats,
+      progress_lib.PROGRESS_INTERVAL_S)
   try:
     py_process.start_all([a.process for a in actor_threads], environment=actor_lib.CHILD_ENVIRONMENT)
     for actor_thread in actor_threads:
@@ -406,6 +389,7 @@ def _next_batch(batches, actor_threads, errors, prefetch_thread):
 # ---------------------------------------------------------------------------------------------------------------------
 # Test mode.
 
+
 def test(logdir, settings):
   """Test mode (deepmind/scalable_agent experiment.py `test`, L646-679): the latest checkpoint of logdir,
   test_num_episodes per test level.
@@ -467,9 +451,18 @@ def test(logdir, settings):
     level_returns[level_name] = returns[:settings.test_num_episodes]
     logging.info('Level: %s Mean episode return: %f', level_name, np.mean(level_returns[level_name]))
 
-  results = {'checkpoint': path, 'num_environment_frames': frames, 'test_num_episodes': settings.test_num_episodes,
-             'levels': {name: {'mean_return': float(np.mean(r)), 'returns': r} for name, r in level_returns.items()},
-             'mean_return': float(np.mean([np.mean(r) for r in level_returns.values()]))}
+  results = {
+      'checkpoint': path,
+      'num_environment_frames': frames,
+      'test_num_episodes': settings.test_num_episodes,
+      'levels': {
+          name: {
+              'mean_return': float(np.mean(r)),
+              'returns': r
+          } for name, r in level_returns.items()
+      },
+      'mean_return': float(np.mean([np.mean(r) for r in level_returns.values()]))
+  }
   if settings.level_name == 'dmlab30':
     no_cap = float(dmlab30.compute_human_normalized_score(level_returns, per_level_cap=None))
     cap_100 = float(dmlab30.compute_human_normalized_score(level_returns, per_level_cap=100))

@@ -73,8 +73,8 @@ def make_strategy(name, devices=None, tpu=None):
     return tf.distribute.get_strategy()
   if name == 'mirrored':
     if devices is None:
-      devices = [d.name for d in tf.config.list_logical_devices('GPU')] or [
-          d.name for d in tf.config.list_logical_devices('CPU')]
+      devices = [d.name for d in tf.config.list_logical_devices('GPU')
+                ] or [d.name for d in tf.config.list_logical_devices('CPU')]
     # Without GPUs MirroredStrategy picks ReductionToOneDevice for the all-reduce itself; with GPUs, NCCL.
     return tf.distribute.MirroredStrategy(devices=list(devices))
   try:
@@ -182,10 +182,10 @@ class RMSProp(tf.Module):
           continue
         name = variable.name[:-2] if variable.name.endswith(':0') else variable.name
         self._slot_index[variable.ref()] = len(self._ms_slots)
-        self._ms_slots.append(tf.Variable(tf.ones(variable.shape, variable.dtype), trainable=False,
-                                          name=name + '/RMSProp'))
-        self._mom_slots.append(tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False,
-                                           name=name + '/RMSProp_1'))
+        self._ms_slots.append(
+            tf.Variable(tf.ones(variable.shape, variable.dtype), trainable=False, name=name + '/RMSProp'))
+        self._mom_slots.append(
+            tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False, name=name + '/RMSProp_1'))
 
   def slots_for(self, variable):
     """(ms, mom) slot variables of `variable`, as TF1's `V/RMSProp` and `V/RMSProp_1`."""
@@ -207,8 +207,7 @@ class RMSProp(tf.Module):
         unique_indices, positions = tf.unique(grad.indices)
         summed = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique_indices)[0])
         tf.raw_ops.ResourceSparseApplyRMSProp(var=variable.handle, ms=ms.handle, mom=mom.handle, lr=lr, rho=decay,
-                                              momentum=momentum, epsilon=epsilon, grad=summed,
-                                              indices=unique_indices)
+                                              momentum=momentum, epsilon=epsilon, grad=summed, indices=unique_indices)
       else:
         tf.raw_ops.ResourceApplyRMSProp(var=variable.handle, ms=ms.handle, mom=mom.handle, lr=lr, rho=decay,
                                         momentum=momentum, epsilon=epsilon, grad=grad)
@@ -368,8 +367,7 @@ class Learner(tf.Module):
       mean_square, momentum = self.optimizer.slots_for(variable)
       names += [(name, variable), (name + '/RMSProp', mean_square), (name + '/RMSProp_1', momentum)]
     if self._finite_flags is None:
-      self._finite_flags = tf.function(
-          lambda: tf.stack([tf.reduce_all(tf.math.is_finite(v)) for _, v in names]))
+      self._finite_flags = tf.function(lambda: tf.stack([tf.reduce_all(tf.math.is_finite(v)) for _, v in names]))
     flags = self._finite_flags().numpy()
     return [name for (name, _), finite in zip(names, flags) if not finite]
 
@@ -448,17 +446,17 @@ class Learner(tf.Module):
 
     # vs and pg_advantages are stop-gradient'ed inside V-trace; stopping the inputs too changes no gradient and
     # spares the tape the backward pass of the compiled V-trace.
-    vtrace_returns = vtrace.from_logits(
-        behaviour_policy_logits=behaviour_logits, target_policy_logits=tf.stop_gradient(learner_logits),
-        actions=actions, discounts=discounts, rewards=clipped_rewards,
-        values=tf.stop_gradient(learner_baseline), bootstrap_value=tf.stop_gradient(bootstrap_value))
+    vtrace_returns = vtrace.from_logits(behaviour_policy_logits=behaviour_logits,
+                                        target_policy_logits=tf.stop_gradient(learner_logits), actions=actions,
+                                        discounts=discounts, rewards=clipped_rewards,
+                                        values=tf.stop_gradient(learner_baseline),
+                                        bootstrap_value=tf.stop_gradient(bootstrap_value))
 
     pg_loss = compute_policy_gradient_loss(learner_logits, actions, vtrace_returns.pg_advantages)
     baseline_loss = compute_baseline_loss(vtrace_returns.vs - learner_baseline)
     entropy_loss = compute_entropy_loss(learner_logits)
     total_loss = pg_loss + self.baseline_cost * baseline_loss + self.entropy_cost * entropy_loss
-    return {'total_loss': total_loss, 'pg_loss': pg_loss, 'baseline_loss': baseline_loss,
-            'entropy_loss': entropy_loss}
+    return {'total_loss': total_loss, 'pg_loss': pg_loss, 'baseline_loss': baseline_loss, 'entropy_loss': entropy_loss}
 
   def _distributed_train_step(self, agent_state, env_outputs, agent_outputs):
     """`train_step` under a distributing strategy (traced inside it): shard, replica steps, reduce, count frames."""

@@ -55,8 +55,8 @@ class _Conv(snt.Module):
     super().__init__(name=name)
     self._stride = stride
     fan_in = kernel * kernel * input_channels
-    self.w = tf.Variable(agent_lib.truncated_normal(fan_in)(
-        [kernel, kernel, input_channels, output_channels], tf.float32), name='w')
+    self.w = tf.Variable(
+        agent_lib.truncated_normal(fan_in)([kernel, kernel, input_channels, output_channels], tf.float32), name='w')
     self.b = tf.Variable(tf.zeros([output_channels]), name='b')
 
   def __call__(self, x):
@@ -185,8 +185,8 @@ class FeedForwardAgent(snt.Module):
     frame = env_outputs.observation[0]
     time_and_batch = tf.shape(actions)[:2]
     outputs = self._apply(tf.reshape(frame, tf.concat([[-1], tf.shape(frame)[2:]], axis=0)))
-    outputs = agent_lib.AgentOutput(*(tf.reshape(o, tf.concat([time_and_batch, tf.shape(o)[1:]], axis=0))
-                                      for o in outputs))
+    outputs = agent_lib.AgentOutput(
+        *(tf.reshape(o, tf.concat([time_and_batch, tf.shape(o)[1:]], axis=0)) for o in outputs))
     return outputs, agent_lib.LSTMState(*core_state)
 
 

@@ -31,11 +31,9 @@ from scalable_agent import networks
 
 NETWORKS = ('shallow',)  # The `agent_network.network`s this module runs.
 # The variables the forward pass reads, in this order (`FeedForwardAgent.tf1_variables` names).
-_VARIABLES = ('agent/torso/convnet/conv_2d/w', 'agent/torso/convnet/conv_2d/b',
-              'agent/torso/convnet/conv_2d_1/w', 'agent/torso/convnet/conv_2d_1/b',
-              'agent/torso/linear/w', 'agent/torso/linear/b',
-              'agent/policy_logits/w', 'agent/policy_logits/b',
-              'agent/baseline/w', 'agent/baseline/b')
+_VARIABLES = ('agent/torso/convnet/conv_2d/w', 'agent/torso/convnet/conv_2d/b', 'agent/torso/convnet/conv_2d_1/w',
+              'agent/torso/convnet/conv_2d_1/b', 'agent/torso/linear/w', 'agent/torso/linear/b',
+              'agent/policy_logits/w', 'agent/policy_logits/b', 'agent/baseline/w', 'agent/baseline/b')
 
 
 def openblas_thread_functions():
@@ -110,8 +108,8 @@ class ParameterCopy:
     """
     w1, b1, w2, b2, *dense = [np.array(v.numpy(), dtype=np.float32) for v in self._variables]
     # Convolution kernels [k, k, C_in, C_out] as matrices [k·k·C_in, C_out], matching `_conv`'s patch layout.
-    self.weights = (w1.reshape(-1, w1.shape[-1]), b1, w1.shape[0], w2.reshape(-1, w2.shape[-1]), b2, w2.shape[0],
-                    *dense)
+    self.weights = (w1.reshape(-1, w1.shape[-1]), b1, w1.shape[0], w2.reshape(-1,
+                                                                              w2.shape[-1]), b2, w2.shape[0], *dense)
 
 
 def _conv(x, kernel_matrix, bias, kernel_size, stride):
@@ -119,9 +117,8 @@ def _conv(x, kernel_matrix, bias, kernel_size, stride):
   n, height, width, channels = x.shape
   out_height, out_width = (height - kernel_size) // stride + 1, (width - kernel_size) // stride + 1
   s_n, s_h, s_w, s_c = x.strides
-  patches = np.lib.stride_tricks.as_strided(
-      x, (n, out_height, out_width, kernel_size, kernel_size, channels),
-      (s_n, s_h * stride, s_w * stride, s_h, s_w, s_c), writeable=False)
+  patches = np.lib.stride_tricks.as_strided(x, (n, out_height, out_width, kernel_size, kernel_size, channels),
+                                            (s_n, s_h * stride, s_w * stride, s_h, s_w, s_c), writeable=False)
   y = patches.reshape(n * out_height * out_width, kernel_size * kernel_size * channels) @ kernel_matrix
   y += bias
   return y.reshape(n, out_height, out_width, -1)

@@ -48,10 +48,14 @@ ORIGINAL = {
 
 # Multi-machine training (not in the original): scalable_agent/distributed.py, docs/impala/distributed.md.
 DISTRIBUTED = {
-    'learner_address': Flag('', 'IMPALA actor jobs (--job_name=actor --task=i): HOST:PORT of the learner\'s Reverb '
-                            'server (experiment.learner_address).'),
-    'reverb_port': Flag(8000, 'IMPALA learner job (--job_name=learner --task=0): port of its Reverb server; 0 picks a '
-                        'free one (experiment.reverb_port).'),
+    'learner_address':
+        Flag(
+            '', 'IMPALA actor jobs (--job_name=actor --task=i): HOST:PORT of the learner\'s Reverb '
+            'server (experiment.learner_address).'),
+    'reverb_port':
+        Flag(
+            8000, 'IMPALA learner job (--job_name=learner --task=0): port of its Reverb server; 0 picks a '
+            'free one (experiment.reverb_port).'),
 }
 
 # {name: default} of every flag above.

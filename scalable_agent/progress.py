@@ -24,7 +24,6 @@ PROGRESS_INTERVAL_S = 30  # Progress lines (frames, frames/s, ETA, episodes and 
 RETURN_WINDOW = 100  # The progress line's mean return per level is over this many of the level's latest episodes.
 MAX_INLINE_LEVELS = 3  # With more training levels (dmlab30: 30) the progress line summarises them (`Summaries.report`).
 
-
 # A stop asked by a signal (`request_stop`, called by the launcher's SIGINT / SIGTERM handler): the learner stops
 # after its current step and writes its checkpoint. 'saves': whether this process has a checkpoint to write (not an
 # actor job).
@@ -80,8 +79,8 @@ class Summaries:
                           step=num_environment_frames)
         if self._dmlab30:
           self._level_returns[level_name].append(episode_return)
-        self._recent_returns.setdefault(level_name, collections.deque(maxlen=RETURN_WINDOW)).append(
-            float(episode_return))
+        self._recent_returns.setdefault(level_name,
+                                        collections.deque(maxlen=RETURN_WINDOW)).append(float(episode_return))
       self.num_episodes += len(episodes)
       self._episodes_since_report += len(episodes)
       if self._dmlab30 and min(map(len, self._level_returns.values())) >= 1:
@@ -109,8 +108,8 @@ class Summaries:
     if not windows:
       return text
     if len(self._recent_returns) <= MAX_INLINE_LEVELS:
-      return text + '; return ' + ', '.join(f'(last {len(returns)}) {name} {np.mean(returns):.2f}'
-                                            for name, returns in windows.items())
+      return text + '; return ' + ', '.join(
+          f'(last {len(returns)}) {name} {np.mean(returns):.2f}' for name, returns in windows.items())
     text += (f'; return (last {RETURN_WINDOW} per level) mean over {len(windows)} of {len(self._recent_returns)} '
              f'levels {np.mean([np.mean(returns) for returns in windows.values()]):.2f}')
     if self._dmlab30 and len(windows) == len(self._recent_returns):
@@ -146,8 +145,8 @@ class LearnerProgress:
     self._settings = settings
     self._learner = learner
     self._manager = manager
-    self._checkpoint_interval_s = (settings.checkpoint_interval_s if checkpoint_interval_s is None
-                                   else checkpoint_interval_s)
+    self._checkpoint_interval_s = (settings.checkpoint_interval_s
+                                   if checkpoint_interval_s is None else checkpoint_interval_s)
     self._logdir = logdir
     self.summaries = None
     self.frames = self.start_frames = 0
@@ -198,13 +197,13 @@ class LearnerProgress:
       self._last_summary_time = now
     if now - self._last_progress_time >= PROGRESS_INTERVAL_S:
       rate = (frames - self._last_progress_frames) / (now - self._last_progress_time)
-      logging.info('Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
-                   'learning_rate %.3g, ETA %s; %s.', frames, settings.total_environment_frames,
-                   100. * frames / settings.total_environment_frames, rate,
-                   (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'],
-                   metrics['learning_rate'],
-                   formatting.format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)),
-                   self.summaries.report())
+      logging.info(
+          'Frames %d / %d (%.1f%%), %.0f frames/s (%.0f since the start), total_loss %.4g, '
+          'learning_rate %.3g, ETA %s; %s.', frames, settings.total_environment_frames,
+          100. * frames / settings.total_environment_frames, rate,
+          (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'], metrics['learning_rate'],
+          formatting.format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)),
+          self.summaries.report())
       self._last_progress_time, self._last_progress_frames = now, frames
       self.summaries.flush()
     if now - self._last_checkpoint_time >= self._checkpoint_interval_s:
@@ -237,15 +236,17 @@ class LearnerProgress:
   def _check_finite(self, metrics):
     """Raises `learner.NonFiniteError` naming the step and the tensors if the step's losses, or the variables and
     RMSProp slots after its update (a non-finite gradient makes them so), are not all finite."""
-    losses = [f'{name} = {float(metrics[name])}' for name in learner_lib.LOSS_NAMES
-              if name in metrics and not np.isfinite(metrics[name])]
+    losses = [
+        f'{name} = {float(metrics[name])}' for name in learner_lib.LOSS_NAMES
+        if name in metrics and not np.isfinite(metrics[name])
+    ]
     tensors = self._learner.nonfinite_variables()
     if not losses and not tensors:
       return
-    parts = ([', '.join(losses)] if losses else []) + (
-        [f'non-finite after its update (a non-finite gradient, or an update that overflowed): '
-         f'{", ".join(tensors[:6])}' +
-         (f' and {len(tensors) - 6} more' if len(tensors) > 6 else '')] if tensors else [])
+    parts = ([', '.join(losses)] if losses else []) + ([
+        f'non-finite after its update (a non-finite gradient, or an update that overflowed): '
+        f'{", ".join(tensors[:6])}' + (f' and {len(tensors) - 6} more' if len(tensors) > 6 else '')
+    ] if tensors else [])
     raise learner_lib.NonFiniteError(
         f'learner step {self._steps} of this run (from {self.frames} environment frames) produced non-finite '
         f'values: {"; ".join(parts)}. Training stopped without writing them: the last checkpoint, '
@@ -258,16 +259,16 @@ class LearnerProgress:
       self.summaries.metrics(self._last_metrics, self.frames)
     elapsed = time.monotonic() - self._start_time
     logging.info('Done: %d environment frames (%d in this run, %.0f frames/s). Checkpoint: %s', self.frames,
-                 self.frames - self.start_frames, (self.frames - self.start_frames) / max(elapsed, 1e-9),
-                 self._save())
+                 self.frames - self.start_frames, (self.frames - self.start_frames) / max(elapsed, 1e-9), self._save())
 
   def interrupted(self, reason='Ctrl-C'):
     """The checkpoint on a stop request or Ctrl-C. Logs the counter, not `frames`: a Ctrl-C may come inside a step,
     after the update (whose values `after_step` has then not checked)."""
     frames = int(self._learner.num_environment_frames.numpy())
     if frames != self.frames and self._learner.nonfinite_variables():
-      logging.error('Interrupted at %d environment frames inside a step whose update is non-finite: no checkpoint '
-                    'written; the last is %s.', frames, self._manager.latest_checkpoint)
+      logging.error(
+          'Interrupted at %d environment frames inside a step whose update is non-finite: no checkpoint '
+          'written; the last is %s.', frames, self._manager.latest_checkpoint)
       return
     path = self._save()
     logging.warning('Interrupted at %d environment frames of %d (%s). Checkpoint: %s', frames,

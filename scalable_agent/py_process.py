@@ -24,8 +24,8 @@ Example (the class must be importable by module path, i.e. defined at the top le
 import inspect
 import logging
 import multiprocessing
-import multiprocessing.pool
 from multiprocessing import resource_tracker
+import multiprocessing.pool
 import os
 import pickle
 import signal

@@ -65,6 +65,7 @@ class Settings:
 # ---------------------------------------------------------------------------------------------------------------------
 # Levels.
 
+
 def training_levels(level_name):
   """The training levels: the keys of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
   return list(dmlab30.LEVEL_MAPPING.keys()) if level_name == 'dmlab30' else [level_name]
@@ -84,12 +85,13 @@ def actor_levels(level_name, num_actors):
 # ---------------------------------------------------------------------------------------------------------------------
 # Checks and factories.
 
+
 def environment_constructor(settings, level_name, seed=1, is_test=False):
   """`environments.environment_constructor` of a level under the settings' frame size, action repeats and dataset
   path: its environment class and arguments, `num_actions` and `frame_shape` (height, width, channels)."""
-  return environments.environment_constructor(
-      level_name, seed, is_test=is_test, width=settings.width, height=settings.height,
-      dataset_path=settings.dataset_path, num_action_repeats=settings.num_action_repeats)
+  return environments.environment_constructor(level_name, seed, is_test=is_test, width=settings.width,
+                                              height=settings.height, dataset_path=settings.dataset_path,
+                                              num_action_repeats=settings.num_action_repeats)
 
 
 def make_agent(settings, level_name):
@@ -110,12 +112,12 @@ def make_agent_and_learner(settings, level_name):
     scope = learner_lib.make_strategy(settings.distribution_strategy).scope()
   with scope:
     agent = make_agent(settings, level_name)
-    learner = learner_lib.Learner(
-        agent, entropy_cost=settings.entropy_cost, baseline_cost=settings.baseline_cost,
-        discounting=settings.discounting, reward_clipping=settings.reward_clipping,
-        learning_rate=settings.learning_rate, decay=settings.decay, momentum=settings.momentum,
-        epsilon=settings.epsilon, total_environment_frames=settings.total_environment_frames,
-        num_action_repeats=settings.num_action_repeats)
+    learner = learner_lib.Learner(agent, entropy_cost=settings.entropy_cost, baseline_cost=settings.baseline_cost,
+                                  discounting=settings.discounting, reward_clipping=settings.reward_clipping,
+                                  learning_rate=settings.learning_rate, decay=settings.decay,
+                                  momentum=settings.momentum, epsilon=settings.epsilon,
+                                  total_environment_frames=settings.total_environment_frames,
+                                  num_action_repeats=settings.num_action_repeats)
   return agent, learner
 
 
@@ -126,8 +128,11 @@ def check_settings(settings):
   Raises:
     ValueError: naming the setting (experiment.<name>, flag --<name>) and what it must be.
   """
-  kinds = {int: ((int, np.integer), 'an int'), float: ((int, float, np.integer, np.floating), 'a number'),
-           str: ((str,), 'a string')}
+  kinds = {
+      int: ((int, np.integer), 'an int'),
+      float: ((int, float, np.integer, np.floating), 'a number'),
+      str: ((str,), 'a string')
+  }
   for field in dataclasses.fields(Settings):
     value = getattr(settings, field.name)
     types, what = kinds[field.type]

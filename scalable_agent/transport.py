@@ -55,6 +55,7 @@ class LearnerLost(Exception):
 # ---------------------------------------------------------------------------------------------------------------------
 # Addresses.
 
+
 def parse_address(address):
   """'host:port' -> (host, port). IPv6 hosts in brackets: '[::1]:8000'.
 
@@ -72,6 +73,7 @@ def parse_address(address):
 # ---------------------------------------------------------------------------------------------------------------------
 # What travels through the tables.
 
+
 def unroll_signature(settings, num_actions, frame_shape):
   """The nest of `tf.TensorSpec` of one unroll in the 'unrolls' table: `actor.ActorOutput` without batch dim.
 
@@ -87,13 +89,11 @@ def unroll_signature(settings, num_actions, frame_shape):
   spec = lambda shape, dtype: tf.TensorSpec([steps] + list(shape), dtype)
   state = tf.TensorSpec([agent_lib.CORE_LSTM_SIZE], tf.float32)
   return actor_lib.ActorOutput(
-      level_name=tf.TensorSpec([], tf.string),
-      agent_state=agent_lib.LSTMState(state, state),
-      env_outputs=environments.StepOutput(
-          reward=spec([], tf.float32),
-          info=environments.StepOutputInfo(spec([], tf.float32), spec([], tf.int32)),
-          done=spec([], tf.bool),
-          observation=(spec(frame_shape, tf.uint8), spec([], tf.string))),
+      level_name=tf.TensorSpec([], tf.string), agent_state=agent_lib.LSTMState(state, state),
+      env_outputs=environments.StepOutput(reward=spec([], tf.float32),
+                                          info=environments.StepOutputInfo(spec([], tf.float32), spec([], tf.int32)),
+                                          done=spec([], tf.bool), observation=(spec(frame_shape,
+                                                                                    tf.uint8), spec([], tf.string))),
       agent_outputs=agent_lib.AgentOutput(spec([], tf.int32), spec([num_actions], tf.float32), spec([], tf.float32)))
 
 
@@ -120,7 +120,8 @@ def weights_signature(agent):
 
 def _flat_specs(signature):
   """[(path, shape list, dtype name, spec name)] of a spec nest, for comparing two signatures."""
-  return [('/'.join(str(p) for p in path), spec.shape.as_list(), spec.dtype.name, spec.name or '')
+  return [('/'.join(str(p)
+                    for p in path), spec.shape.as_list(), spec.dtype.name, spec.name or '')
           for path, spec in tree.flatten_with_path(signature)]
 
 
@@ -155,6 +156,7 @@ def _cast_unroll(unroll, signature):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Learner side.
+
 
 def make_server(unroll_spec, weights_spec, port, run_id):
   """The learner's Reverb server: 'unrolls', 'weights' and the run-id table (module docstring).
@@ -196,8 +198,10 @@ def make_server(unroll_spec, weights_spec, port, run_id):
 
 def _time_major(unrolls):
   """A batch of unrolls [B, T + 1, ...] -> ActorOutput with env_outputs and agent_outputs time-major [T + 1, B, ...]."""
+
   def swap(t):
     return tf.transpose(t, [1, 0] + list(range(2, t.shape.rank)))
+
   return actor_lib.ActorOutput(unrolls.level_name, unrolls.agent_state,
                                tf.nest.map_structure(swap, unrolls.env_outputs),
                                tf.nest.map_structure(swap, unrolls.agent_outputs))
@@ -211,7 +215,8 @@ def learner_dataset(server_address, unroll_spec, batch_size):
     env_outputs and agent_outputs time-major [T + 1, B, ...]. It waits as long as needed for unrolls.
   """
   dataset = reverb.TrajectoryDataset(
-      server_address, UNROLLS_TABLE,
+      server_address,
+      UNROLLS_TABLE,
       dtypes=tf.nest.map_structure(lambda s: s.dtype, unroll_spec),
       shapes=tf.nest.map_structure(lambda s: s.shape, unroll_spec),
       max_in_flight_samples_per_worker=1,  # One unroll on its way: the original's dequeue_many taking one at a time.
@@ -247,8 +252,12 @@ class WeightsPublisher:
     self._thread.start()
 
   def _snapshot(self, num_environment_frames, step, finished):
-    return {'finished': np.bool_(finished), 'num_environment_frames': np.int64(num_environment_frames),
-            'step': np.int64(step), 'weights': tuple(np.array(v.numpy()) for v in self._variables)}
+    return {
+        'finished': np.bool_(finished),
+        'num_environment_frames': np.int64(num_environment_frames),
+        'step': np.int64(step),
+        'weights': tuple(np.array(v.numpy()) for v in self._variables)
+    }
 
   def _insert(self, snapshot):
     with self._insert_lock:
@@ -291,8 +300,10 @@ class WeightsPublisher:
     self._wakeup.set()
     self._thread.join(timeout=10.)
 
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Actor side.
+
 
 def _run_marker(infos):
   names = [name for name in infos if name.startswith(RUN_TABLE_PREFIX)]
@@ -334,14 +345,15 @@ class LearnerConnection:
     missing = [t for t in (UNROLLS_TABLE, WEIGHTS_TABLE) if t not in infos]
     if missing or _run_marker(infos) is None:
       raise DistributedSetupError(f'the Reverb server at {self.address} is not an IMPALA learner (its tables: '
-                       f'{", ".join(sorted(infos))}).')
-    for table, expected, what in ((UNROLLS_TABLE, self._unroll_spec, 'unrolls'),
-                                  (WEIGHTS_TABLE, self._weights_spec, 'network')):
+                                  f'{", ".join(sorted(infos))}).')
+    for table, expected, what in ((UNROLLS_TABLE, self._unroll_spec, 'unrolls'), (WEIGHTS_TABLE, self._weights_spec,
+                                                                                  'network')):
       differences = _signature_differences(expected, infos[table].signature)
       if differences:
-        raise DistributedSetupError(f'the learner at {self.address} expects other {what} than this actor makes: '
-                         f'{"; ".join(differences[:6])}. Start every actor with the learner\'s configuration (the '
-                         'same config file and flags, plus --job_name=actor --task=i --learner_address).')
+        raise DistributedSetupError(
+            f'the learner at {self.address} expects other {what} than this actor makes: '
+            f'{"; ".join(differences[:6])}. Start every actor with the learner\'s configuration (the '
+            'same config file and flags, plus --job_name=actor --task=i --learner_address).')
     self._close_writer()
     self._client = client
     self._writer = client.trajectory_writer(num_keep_alive_refs=1)
@@ -375,7 +387,8 @@ class LearnerConnection:
       try:
         self.connect(min(RPC_TIMEOUT_S, max(remaining, 1.)))
         logging.info('%s: reconnected to the learner at %s (run %s) after %.1f s.', self._name, self.address,
-                     self.run_id, time.monotonic() - start)
+                     self.run_id,
+                     time.monotonic() - start)
         return
       except LearnerUnreachableError:
         remaining = timeout_s - (time.monotonic() - start)
@@ -386,8 +399,8 @@ class LearnerConnection:
               'otherwise restart the learner (it resumes from its checkpoint) and then this actor. The time is '
               'experiment.reconnect_timeout_s.') from None
         wait = min(delay, remaining)
-        logging.info('%s: learner at %s unreachable (attempt %d); next attempt in %.0f s.', self._name,
-                     self.address, attempt, wait)
+        logging.info('%s: learner at %s unreachable (attempt %d); next attempt in %.0f s.', self._name, self.address,
+                     attempt, wait)
         time.sleep(wait)
         delay = min(2 * delay, BACKOFF_S[1])
 
@@ -443,8 +456,8 @@ class LearnerConnection:
     if version == self._weights_version:
       return None
     client = self._client
-    sample = self._wait_for(lambda: next(client.sample(WEIGHTS_TABLE, 1, emit_timesteps=False,
-                                                       unpack_as_table_signature=True)))
+    sample = self._wait_for(
+        lambda: next(client.sample(WEIGHTS_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True)))
     self._weights_version = version
     return tree.map_structure(lambda column: column[0], sample.data)  # An item of one step: [1, ...] columns.
 
@@ -461,4 +474,3 @@ class LearnerConnection:
         self._probe()  # Still the same, reachable learner: its queue is full, keep waiting (the original blocked).
       except RuntimeError as e:
         raise LearnerLost(f'write failed: {e}') from None
-

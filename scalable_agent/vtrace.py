@@ -97,9 +97,10 @@ def from_logits(behaviour_policy_logits, target_policy_logits, actions, discount
       tf.TensorShape([None, None]), discounts, rewards, values, bootstrap_value, clip_rho_threshold,
       clip_pg_rho_threshold)
   with tf.name_scope(name):
-    return _stop_gradients(_implementation(_from_logits, execution_mode)(
-        behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values, bootstrap_value,
-        clip_rho_threshold, clip_pg_rho_threshold))
+    return _stop_gradients(
+        _implementation(_from_logits,
+                        execution_mode)(behaviour_policy_logits, target_policy_logits, actions, discounts, rewards,
+                                        values, bootstrap_value, clip_rho_threshold, clip_pg_rho_threshold))
 
 
 def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho_threshold=1.0,
@@ -181,13 +182,12 @@ def _from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_val
 
   # Nothing is differentiated through the recursion (the outputs are stop-gradient'ed), so its inputs are too.
   vs_minus_v_xs = tf.scan(backward_step, tf.nest.map_structure(tf.stop_gradient, (discounts, cs, deltas)),
-                          initializer=tf.zeros_like(bootstrap_value), parallel_iterations=1, reverse=True,
-                          name='scan')
+                          initializer=tf.zeros_like(bootstrap_value), parallel_iterations=1, reverse=True, name='scan')
   vs = tf.add(vs_minus_v_xs, values, name='vs')
 
   vs_t_plus_1 = tf.concat([vs[1:], bootstrap_value[tf.newaxis]], axis=0)
-  clipped_pg_rhos = (rhos if clip_pg_rho_threshold is None else
-                     tf.minimum(clip_pg_rho_threshold, rhos, name='clipped_pg_rhos'))
+  clipped_pg_rhos = (rhos if clip_pg_rho_threshold is None else tf.minimum(clip_pg_rho_threshold, rhos,
+                                                                           name='clipped_pg_rhos'))
   pg_advantages = clipped_pg_rhos * (rewards + discounts * vs_t_plus_1 - values)
   return VTraceReturns(vs=tf.stop_gradient(vs), pg_advantages=tf.stop_gradient(pg_advantages))
 
@@ -208,8 +208,9 @@ def _from_logits(behaviour_policy_logits, target_policy_logits, actions, discoun
 # outputs keep every known dimension). No `reduce_retracing`: it would relax the shapes of later calls, up to an
 # unknown rank once two ranks have been seen, and the outputs would lose their static shapes.
 _COMPILED = {
-    (fn, mode): tf.function(fn, jit_compile=(mode == 'jit'))
-    for fn in (_from_importance_weights, _from_logits) for mode in ('jit', 'function')}
+    (fn, mode): tf.function(fn, jit_compile=(mode == 'jit')) for fn in (_from_importance_weights, _from_logits)
+    for mode in ('jit', 'function')
+}
 
 
 def _stop_gradients(returns):

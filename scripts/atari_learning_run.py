@@ -47,7 +47,6 @@ The paper's expert reaches 20.40 on Pong at 200M frames (Table C.1); the target 
 """
 
 import argparse
-import csv
 import glob
 import os
 import re
@@ -61,9 +60,9 @@ sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
 
 sys.path.insert(0, REPO_ROOT)
 
-from launcher import console  # pylint: disable=g-import-not-at-top,wrong-import-position
-import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
-from figures.curves import steps_label  # pylint: disable=g-import-not-at-top,wrong-import-position
+import atari_curve  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+
+from launcher import console  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 CONFIG = 'configs/impala_atari.gin'
 KEEP_EVERY = 20000000  # `start`: a checkpoint kept every this many frames (about 10 over the paper's 200M)
@@ -105,8 +104,12 @@ def start(args):
     print(f'the run in {logdir} is already running (pid {_running_pid(pid_path)}).', file=sys.stderr)
     return 2
   log_path = os.path.join(os.path.dirname(pid_path), 'train.log')
-  command = ['nice', '-n', str(args.nice), sys.executable, os.path.join(REPO_ROOT, 'run_train.py'),
-             os.path.join(REPO_ROOT, CONFIG), '--train_dir', logdir]
+  command = [
+      'nice', '-n',
+      str(args.nice), sys.executable,
+      os.path.join(REPO_ROOT, 'run_train.py'),
+      os.path.join(REPO_ROOT, CONFIG), '--train_dir', logdir
+  ]
   if args.game != 'pong':
     command.append(f'--level_name=atari/{args.game}')
   if args.keep_every:
@@ -114,8 +117,8 @@ def start(args):
   with open(log_path, 'a') as log:
     log.write(f'\n=== {time.strftime("%Y-%m-%d %H:%M:%S")} start: {subprocess.list2cmdline(command)}\n')
     log.flush()
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
   with open(pid_path, 'w') as f:
     f.write(str(process.pid))
   print(f'started pid {process.pid}: {subprocess.list2cmdline(command)}\nlog: {log_path}')
@@ -158,8 +161,9 @@ def stop(args):
       time.sleep(1.)
   except _Interrupted as e:
     name = signal.Signals(e.signum).name
-    print(f'stop: {name} while waiting; the learner (pid {pid}) goes on writing its checkpoint and stops; '
-          f'`status` says when.', file=sys.stderr, flush=True)
+    print(
+        f'stop: {name} while waiting; the learner (pid {pid}) goes on writing its checkpoint and stops; '
+        f'`status` says when.', file=sys.stderr, flush=True)
     return 128 + e.signum
   print(f'pid {pid} is still running after 10 minutes.', file=sys.stderr)
   return 1
@@ -175,180 +179,6 @@ class _Interrupted(Exception):
   def __init__(self, signum):
     super().__init__(signum)
     self.signum = signum
-
-
-def _pause_intervals(pauses_path):
-  """[(paused_at, resumed_at)] from pauses.log (an open pause lasts until now)."""
-  intervals, paused_at = [], None
-  if os.path.exists(pauses_path):
-    with open(pauses_path) as f:
-      for line in f:
-        label, stamp = line.split()
-        if label == 'pause' and paused_at is None:
-          paused_at = float(stamp)
-        elif label == 'resume' and paused_at is not None:
-          intervals.append((paused_at, float(stamp)))
-          paused_at = None
-  if paused_at is not None:
-    intervals.append((paused_at, time.time()))
-  return intervals
-
-
-def training_hours(logdir, pauses_path, points):
-  """Training hours at each point (wall_time, step, value): sessions (events files) added up, pauses removed."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (slow import: only when reading)
-  sessions = []
-  for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
-    times = [event.wall_time for event in tf.compat.v1.train.summary_iterator(path)]
-    if times:
-      sessions.append((min(times), max(times)))
-  sessions.sort()
-  pauses = _pause_intervals(pauses_path)
-
-  def active(t0, t1):
-    paused = sum(max(0., min(t1, b) - max(t0, a)) for a, b in pauses)
-    return max(t1 - t0 - paused, 0.)
-
-  hours = []
-  for wall_time, _, _ in points:
-    seconds = 0.
-    for begin, end in sessions:
-      if wall_time >= begin:
-        seconds += active(begin, min(end, wall_time))
-    hours.append(seconds / 3600.)
-  return hours
-
-
-def _test_result_paths(logdir):
-  """The test-mode result files of a run: LOGDIR/test_results-*.json and LOGDIR/kept/<frames>/test_results-*.json."""
-  return sorted(glob.glob(os.path.join(logdir, 'test_results-*.json')) +
-                glob.glob(os.path.join(logdir, 'kept', '*', 'test_results-*.json')))
-
-
-def _test_results(paths, level_name):
-  """Test-mode evaluations of a run (`run_eval.py` writes LOGDIR/test_results-<frames>[.k].json: whole games with up
-  to 30 no-ops, as the paper reports its scores), from those files: [(frames, mean return, standard error, games,
-  median)] by frames."""
-  import json  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  results = []
-  for path in paths:
-    try:
-      with open(path) as f:
-        data = json.load(f)
-      returns = np.asarray(data['levels'][level_name]['returns'], np.float64)
-      frames = int(data['num_environment_frames'])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      print(f'warning: {path} skipped ({e!r}).', file=sys.stderr)
-      continue
-    if returns.size:
-      se = returns.std(ddof=1) / np.sqrt(returns.size) if returns.size > 1 else 0.
-      results.append((frames, float(returns.mean()), float(se), returns.size, float(np.median(returns))))
-  return sorted(results)
-
-
-def _test_line(result, frames_text):
-  frames, mean, se, games, median = result
-  return f'test mode at {frames_text} frames: {mean:.2f} ± {se:.2f} (s.e.) over {games} whole games, median {median:g}'
-
-
-
-def _summary(frames, hours, mean, window, target, episodes=None):
-  """The windowed mean's course: the frames and training hours at which it first reached `target` (None: no target)
-  and its latest value (with the number of episodes, where known)."""
-  i = None if target is None else plot_learning_curve.first_reached(mean, window, target)
-  count = f'{episodes} episodes, ' if episodes is not None else ''
-  latest = f'latest {mean[-1]:.2f} ({count}{frames[-1]:.0f} frames, {hours[-1]:.2f} h)'
-  if target is None:
-    return f'mean of the last {window} episodes: {latest}'
-  if i is not None:
-    return f'mean of the last {window} >= {target:g} at {frames[i]:.0f} frames, {hours[i]:.2f} training hours; {latest}'
-  return f'{target:g} not reached yet; {latest}'
-
-
-def _draw_curve(game, frames, hours, returns, mean, window, target, summary, tests, path,
-                episodes='each training episode', paper=None):
-  """The PNG of the curve (`plot_learning_curve.draw`): each training episode's return (`episodes`: their legend
-  entry), their windowed mean, the target, the test-mode results and the paper's score (`paper`, a dotted line; None:
-  none) against frames; the title states the frames and training hours."""
-  lives = game != 'pong'  # Pong has no lives; other games' training episodes end at a lost life.
-  notes = [summary] + [_test_line(t, steps_label(t[0])) for t in tests]
-  return plot_learning_curve.draw(
-      frames, returns, mean, window, target,
-      f'IMPALA, Atari {game}: {steps_label(frames[-1])} frames, {hours[-1]:.2f} training hours', path,
-      markers=[t[:3] for t in tests], notes=notes,
-      episode_label=episodes + (' (one life)' if lives else ''),
-      mean_label=f'mean of the last {window} training episodes', marker_label='test mode: whole games, mean ± s.e.',
-      reference=None if paper is None else (paper, f'paper, test mode: {paper:g}'))
-
-
-def _read_curve_csv(path):
-  """(frames, training hours, returns, windowed means, window) of a CSV that `curve` wrote."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  with open(path, newline='') as f:
-    reader = csv.reader(f)
-    header = next(reader, [])
-    rows = [row for row in reader if row]
-  if header[:3] != ['frames', 'training_hours', 'episode_return'] or len(header) != 4 or not (
-      header[3].startswith('mean_last_') and header[3][len('mean_last_'):].isdigit()) or not rows:
-    raise ValueError(f'{path}: not a curve CSV (frames,training_hours,episode_return,mean_last_N and its rows).')
-  data = np.array(rows, np.float64)
-  return data[:, 0], data[:, 1], data[:, 2], data[:, 3], int(header[3][len('mean_last_'):])
-
-
-def _redraw(args):
-  """curve --from_csv: the PNG again from the CSV (and test results) alone."""
-  try:
-    frames, hours, returns, mean, window = _read_curve_csv(args.from_csv)
-  except (OSError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
-  summary = _summary(frames, hours, mean, window, target)
-  print(summary)
-  tests = _test_results(args.test_results, f'atari/{args.game}')
-  output = (os.path.join(REPO_ROOT, 'docs', 'results', args.output) if args.output
-            else os.path.splitext(args.from_csv)[0])
-  _draw_curve(args.game, frames, hours, returns, mean, window, target, summary, tests, output + '.png',
-              episodes='training episodes in the CSV', paper=args.paper)
-  print(f'wrote {output}.png')
-  return 0
-
-
-def curve(args):
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  if args.from_csv:
-    return _redraw(args)
-  logdir, _, pauses_path = _paths(args)
-  tag = f'atari/{args.game}/episode_return'
-  try:
-    _, points = plot_learning_curve.read_scalars(logdir, tag)
-  except (FileNotFoundError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    return 2
-  hours = np.asarray(training_hours(logdir, pauses_path, points))
-  frames = np.array([p[1] for p in points], np.float64)
-  returns = np.array([p[2] for p in points], np.float64)
-  mean = plot_learning_curve.windowed_mean(returns, args.window)
-  output = os.path.join(REPO_ROOT, 'docs', 'results', args.output or f'impala_atari_{args.game}_curve')
-  with open(output + '.csv', 'w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['frames', 'training_hours', 'episode_return', f'mean_last_{args.window}'])
-    kept = np.arange(len(returns))
-    kept = kept[(kept % args.every == args.every - 1) | (kept == len(returns) - 1)]
-    for row in zip(frames[kept], hours[kept], returns[kept], mean[kept]):
-      writer.writerow([int(row[0]), f'{row[1]:.3f}', f'{row[2]:g}', f'{row[3]:.3f}'])
-  target = args.target if args.target is not None else (18. if args.game == 'pong' else None)
-  summary = _summary(frames, hours, mean, args.window, target, episodes=len(returns))
-  print(summary)
-  tests = _test_results(_test_result_paths(logdir), f'atari/{args.game}')
-  for test_frames, test_mean, test_se, games, median in tests:
-    print(f'test mode at {test_frames} frames: mean {test_mean:.2f} +- {test_se:.2f} (s.e.) over {games} whole games, '
-          f'median {median:g}')
-  _draw_curve(args.game, frames, hours, returns, mean, args.window, target, summary, tests, output + '.png',
-              paper=args.paper)
-  print(f'wrote {output}.csv and {output}.png')
-  return 0
 
 
 def _kept(logdir):
@@ -382,8 +212,9 @@ def test(args):
   if args.frames:
     missing = sorted(set(args.frames) - {frames for frames, _ in kept})
     if missing:
-      print(f'no kept checkpoint at {", ".join(map(str, missing))} frames in {logdir}/kept (kept: '
-            f'{", ".join(str(f) for f, _ in kept) or "none"}).', file=sys.stderr)
+      print(
+          f'no kept checkpoint at {", ".join(map(str, missing))} frames in {logdir}/kept (kept: '
+          f'{", ".join(str(f) for f, _ in kept) or "none"}).', file=sys.stderr)
       return 2
     kept = [(frames, directory) for frames, directory in kept if frames in args.frames]
   elif not kept:
@@ -393,9 +224,13 @@ def test(args):
     if args.games in _games_tested(directory):
       print(f'{frames} frames: tested already ({args.games} games).')
       continue
-    command = ['nice', '-n', str(args.nice), sys.executable, os.path.join(REPO_ROOT, 'run_eval.py'),
-               os.path.join(REPO_ROOT, CONFIG), '--train_dir', directory,
-               '--gin_param', f'experiment.test_num_episodes = {args.games}']
+    command = [
+        'nice', '-n',
+        str(args.nice), sys.executable,
+        os.path.join(REPO_ROOT, 'run_eval.py'),
+        os.path.join(REPO_ROOT, CONFIG), '--train_dir', directory, '--gin_param',
+        f'experiment.test_num_episodes = {args.games}'
+    ]
     if args.game != 'pong':
       command.append(f'--level_name=atari/{args.game}')
     print(f'{frames} frames: {subprocess.list2cmdline(command)}', flush=True)
@@ -405,8 +240,8 @@ def test(args):
       print(f'test mode at {frames} frames failed (exit {code}).', file=sys.stderr)
       return code
     written = max(glob.glob(os.path.join(directory, f'test_results-{frames}*.json')), key=os.path.getmtime)
-    for result in _test_results([written], f'atari/{args.game}'):
-      print(_test_line(result, str(frames)) + f' ({(time.monotonic() - started) / 60:.1f} min)', flush=True)
+    for result in atari_curve.test_results([written], f'atari/{args.game}'):
+      print(atari_curve.test_line(result, str(frames)) + f' ({(time.monotonic() - started) / 60:.1f} min)', flush=True)
   return 0
 
 
@@ -422,8 +257,8 @@ def status(args):
   latest = checkpoints[-1].rsplit('-', 1)[1].split('.')[0] if checkpoints else 'none'
   log_path = os.path.join(os.path.dirname(pid_path), 'train.log')
   returns = _logged_returns(log_path)[-args.window:]
-  mean = (f'; mean return of the last {len(returns)} episodes {sum(returns) / len(returns):.2f}' if returns
-          else '; no episode finished yet')
+  mean = (f'; mean return of the last {len(returns)} episodes {sum(returns) / len(returns):.2f}'
+          if returns else '; no episode finished yet')
   progress = _progress_line_return(log_path)
   if progress:
     mean = f'; mean return of the last {progress[0]} episodes {progress[1]:.2f} (the last progress line)'
@@ -478,9 +313,10 @@ def main(argv=None):
   parser.add_argument('--game', default='pong', help='ale-py ROM id: pong, breakout, ...')
   parser.add_argument('--logdir', default=None, help='run directory (default runs/impala_atari_GAME)')
   parser.add_argument('--nice', type=int, default=10, help='start, test: niceness of the run')
-  parser.add_argument('--keep_every', type=_whole_number, default=KEEP_EVERY,
-                      help='start: keep the first checkpoint at or past each multiple of this many frames in '
-                      'LOGDIR/kept/ (0: none)')
+  parser.add_argument(
+      '--keep_every', type=_whole_number, default=KEEP_EVERY,
+      help='start: keep the first checkpoint at or past each multiple of this many frames in '
+      'LOGDIR/kept/ (0: none)')
   parser.add_argument('--games', type=_positive_int, default=200, help='test: whole games per checkpoint')
   parser.add_argument('--frames', type=_whole_number, nargs='+', default=[],
                       help='test: only the kept checkpoints at these frames (default: every kept one)')
@@ -491,8 +327,9 @@ def main(argv=None):
   parser.add_argument('--window', type=int, default=100, help='curve and status: episodes in the moving mean')
   parser.add_argument('--every', type=_positive_int, default=1,
                       help='curve: one CSV row per N episodes (and the last); the PNG and the means use them all')
-  parser.add_argument('--output', default=None, help='curve: file name in docs/results/, without .csv / .png (default '
-                      'impala_atari_GAME_curve; with --from_csv: the CSV\'s name)')
+  parser.add_argument(
+      '--output', default=None, help='curve: file name in docs/results/, without .csv / .png (default '
+      'impala_atari_GAME_curve; with --from_csv: the CSV\'s name)')
   parser.add_argument('--from_csv', default=None, metavar='CSV',
                       help='curve: draw the PNG again from a CSV that `curve` wrote (no run directory needed)')
   parser.add_argument('--test_results', nargs='+', default=[], metavar='JSON',
@@ -502,7 +339,12 @@ def main(argv=None):
     return _signal_group(args, signal.SIGSTOP, 'pause')
   if args.command == 'resume':
     return _signal_group(args, signal.SIGCONT, 'resume')
-  return {'start': start, 'stop': stop, 'status': status, 'test': test, 'curve': curve}[args.command](args)
+  if args.command == 'curve':
+    if args.from_csv:
+      return atari_curve.redraw(args)
+    logdir, _, pauses_path = _paths(args)
+    return atari_curve.curve(args, logdir, pauses_path)
+  return {'start': start, 'stop': stop, 'status': status, 'test': test}[args.command](args)
 
 
 if __name__ == '__main__':

@@ -68,8 +68,9 @@ def main(argv=None):
     series = []
     for i, (label, (frames, _, means)) in enumerate(zip(labels, runs)):
       keep = [j for j, f in enumerate(frames) if args.upto is None or f <= args.upto]
-      series.append(curves.Series([frames[j] for j in keep], [means[j] for j in keep], label,
-                                  color=curves.PALETTE[i % len(curves.PALETTE)], linewidth=1.5))
+      series.append(
+          curves.Series([frames[j] for j in keep], [means[j] for j in keep], label,
+                        color=curves.PALETTE[i % len(curves.PALETTE)], linewidth=1.5))
     curves.draw(args.output, [curves.Panel('', 'mean return, last 100 episodes', series)], args.title,
                 'environment frames')
     print(f'wrote {args.output}')

@@ -38,9 +38,10 @@ def bundle_config(bundle):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python scripts/export_policy_config.py', description=__doc__.split('\n')[0],
-                                   epilog='Example: python scripts/export_policy_config.py '
-                                          'docs/reproduction/ant_push/best_policy')
+  parser = argparse.ArgumentParser(
+      prog='python scripts/export_policy_config.py', description=__doc__.split('\n')[0],
+      epilog='Example: python scripts/export_policy_config.py '
+      'docs/reproduction/ant_push/best_policy')
   parser.add_argument('bundles', nargs='+', metavar='BUNDLE',
                       help='a policy bundle directory (holding best_policy.json and the checkpoint)')
   parser.add_argument('--check', action='store_true',

@@ -20,12 +20,12 @@ import launcher  # pylint: disable=g-import-not-at-top,wrong-import-position
 launcher.prepare_process()  # before TensorFlow loads
 import tensorflow as tf  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
+from uvf import agent as agent_lib  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf import build  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf import checkpoints  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf import representation  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 import uvf.configurables  # noqa: F401,E402  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
-from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
-from uvf import build  # pylint: disable=g-import-not-at-top,wrong-import-position
-from uvf import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
-from uvf import representation  # pylint: disable=g-import-not-at-top,wrong-import-position
-from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf.environments import create_maze_env  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def build_policy_variables(config, gin_params):
@@ -38,11 +38,13 @@ def build_policy_variables(config, gin_params):
     launcher.parse_gin([launcher.resolve_config_path(config)], list(gin_params))
   except launcher.LaunchError as e:
     raise ValueError(str(e)) from None
-  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
-      create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
-      representation.InverseDynamics)
-  counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
-              for name in ('global_step', 'num_episodes', 'num_resets')]
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(create_maze_env.create_maze_env(), agent_lib.UvfAgent,
+                                                                  agent_lib.MetaAgent, representation.StatePreprocess,
+                                                                  representation.InverseDynamics)
+  counters = [
+      tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
+      for name in ('global_step', 'num_episodes', 'num_resets')
+  ]
   return build.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
 
 
@@ -52,8 +54,9 @@ def main(argv=None):
   export = commands.add_parser('export', help='write a policy checkpoint (either format) as an original TF1 one')
   export.add_argument('source', help='policy checkpoint prefix, e.g. runs/ant_maze/policy/model.ckpt-300000')
   export.add_argument('output', help='prefix to write, e.g. /tmp/tf1/model.ckpt-300000')
-  export.add_argument('--config', help='gin file of the run: checks the checkpoint strictly against that policy. '
-                      'Without it, every policy entry is copied as it is.')
+  export.add_argument(
+      '--config', help='gin file of the run: checks the checkpoint strictly against that policy. '
+      'Without it, every policy entry is copied as it is.')
   export.add_argument('--gin_param', action='append', default=[], help='extra gin binding (repeatable)')
   export.add_argument('--allow_extra', action='store_true',
                       help='ignore training-only variables (a full training checkpoint)')

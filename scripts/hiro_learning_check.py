@@ -33,8 +33,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from figures import curves as charts  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot_learning_curve  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from figures import curves as charts  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _META_KEY = 'meta_replay_buffer/_tensors/{}/.ATTRIBUTES/VARIABLE_VALUE'
 _META_ADDS = 'meta_replay_buffer/_num_adds/.ATTRIBUTES/VARIABLE_VALUE'
@@ -111,28 +112,29 @@ def figure_panels(train_dir, bin_steps, curves_xy, base_progress, random_final_d
   """
   name = os.path.basename(os.path.normpath(train_dir))
   panels = [
-      charts.Panel(f'{name}: low level, progress towards the goal per meta period (maze units), mean per '
-                    f'{bin_steps // 1000}k steps', 'progress',
-                    [charts.Series(*curves_xy['progress'], label='progress', color='tab:blue', linewidth=2,
-                                    marker='o')],
-                    hlines=[charts.HLine(base_progress, f'untrained policies: {base_progress:+.3f}')]),
+      charts.Panel(
+          f'{name}: low level, progress towards the goal per meta period (maze units), mean per '
+          f'{bin_steps // 1000}k steps', 'progress',
+          [charts.Series(*curves_xy['progress'], label='progress', color='tab:blue', linewidth=2, marker='o')],
+          hlines=[charts.HLine(base_progress, f'untrained policies: {base_progress:+.3f}')]),
       charts.Panel('low level, cosine between the displacement and the goal direction', 'cosine',
-                    [charts.Series(*curves_xy['cosine'], label='cosine', color='tab:blue', linewidth=2,
-                                    marker='o')],
-                    hlines=[charts.HLine(0.0, 'a goal-blind policy: 0')]),
-      charts.Panel('meta level, final (x, y) distance to the training target (avg_episode_final_distance)',
-                    'distance', [charts.Series(*curves_xy['distance'], label='final distance', color='tab:blue',
-                                                linewidth=2, marker='o')],
-                    hlines=[charts.HLine(random_final_distance, f'random policy: {random_final_distance:g}')]),
+                   [charts.Series(*curves_xy['cosine'], label='cosine', color='tab:blue', linewidth=2, marker='o')],
+                   hlines=[charts.HLine(0.0, 'a goal-blind policy: 0')]),
+      charts.Panel(
+          'meta level, final (x, y) distance to the training target (avg_episode_final_distance)', 'distance',
+          [charts.Series(*curves_xy['distance'], label='final distance', color='tab:blue', linewidth=2, marker='o')],
+          hlines=[charts.HLine(random_final_distance, f'random policy: {random_final_distance:g}')]),
   ]
   if eval_curves:
-    panels.append(charts.Panel(
-        'evaluation (run_eval.py): success rate, 50 deterministic episodes per goal; random policy: 0',
-        'success rate',
-        [charts.Series([step for step, _ in points], [rate for _, rate in points], label=f'{mode} {tuple(goal)}',
-                        color=charts.PALETTE[k % len(charts.PALETTE)], linewidth=2, marker='o')
-         for k, (mode, (goal, points)) in enumerate(eval_curves.items())],
-        ylim=(-0.05, 1.05)))
+    panels.append(
+        charts.Panel('evaluation (run_eval.py): success rate, 50 deterministic episodes per goal; random policy: 0',
+                     'success rate', [
+                         charts.Series([step
+                                        for step, _ in points], [rate
+                                                                 for _, rate in points], label=f'{mode} {tuple(goal)}',
+                                       color=charts.PALETTE[k % len(charts.PALETTE)], linewidth=2, marker='o')
+                         for k, (mode, (goal, points)) in enumerate(eval_curves.items())
+                     ], ylim=(-0.05, 1.05)))
   return panels
 
 
@@ -179,16 +181,20 @@ def main(argv=None):
 
   curves = read_eval_results(args.eval_dir) if args.eval_dir else {}
   for mode, (goal, points) in curves.items():
-    print(f'evaluation {mode} {goal}: success '
-          + ', '.join(f'{rate:.2f} at {step / 1000:.0f}k' for step, rate in points))
+    print(f'evaluation {mode} {goal}: success ' +
+          ', '.join(f'{rate:.2f} at {step / 1000:.0f}k' for step, rate in points))
   max_x = float(step)
   centers = np.minimum(xs + args.bin_steps / 2, max_x)
-  curves_xy = {'progress': (centers, p_means), 'cosine': (centers, c_means),
-               'distance': (np.minimum(d_x + args.bin_steps / 2, max_x), d_means)}
-  charts.draw(args.output, figure_panels(args.train_dir, args.bin_steps, curves_xy, base_progress,
-                                          args.random_final_distance, curves),
-               f'HIRO learning check: {os.path.basename(os.path.normpath(args.train_dir))}, {step:,} steps',
-               'environment steps', width=900)
+  curves_xy = {
+      'progress': (centers, p_means),
+      'cosine': (centers, c_means),
+      'distance': (np.minimum(d_x + args.bin_steps / 2, max_x), d_means)
+  }
+  charts.draw(
+      args.output,
+      figure_panels(args.train_dir, args.bin_steps, curves_xy, base_progress, args.random_final_distance, curves),
+      f'HIRO learning check: {os.path.basename(os.path.normpath(args.train_dir))}, {step:,} steps', 'environment steps',
+      width=900)
   print(f'wrote {args.output}')
   return 0
 

@@ -52,19 +52,18 @@ OPC = 'uvf/off_policy_correction.py'
 
 MUTATIONS = [
     # The meta-level update (uvf/train_step.py): relabelling, rewards, discounts, merged states.
-    Mutation('meta_relabelling_skipped', TRAIN,
-             'goals = self.relabeler(batch.states, batch.next_states, batch.goals, batch.low_states, '
-             'batch.low_actions,\n                           self._low_actor, '
-             'candidate_actor_fn=self._low_actor_candidates)',
-             'goals = tf.identity(batch.goals)', [META_BATCH, TF1_META]),
+    Mutation(
+        'meta_relabelling_skipped', TRAIN,
+        'goals = self.relabeler(batch.states, batch.next_states, batch.goals, batch.low_states, '
+        'batch.low_actions,\n                           self._low_actor, '
+        'candidate_actor_fn=self._low_actor_candidates)', 'goals = tf.identity(batch.goals)', [META_BATCH, TF1_META]),
     Mutation('meta_reward_negated', TRAIN, '    rewards = batch.rewards * self._reward_scale_factor\n',
              '    rewards = -batch.rewards * self._reward_scale_factor\n', [META_BATCH, TF1_META]),
     Mutation('meta_reward_scale_dropped', TRAIN, '    rewards = batch.rewards * self._reward_scale_factor\n',
              '    rewards = batch.rewards * 1.0\n', [META_BATCH, TF1_META]),
     Mutation('meta_gamma_dropped', TRAIN, '[batch.contexts], self._meta_gamma)', '[batch.contexts], 1.0)',
              [META_BATCH, TF1_META]),
-    Mutation('meta_gamma_is_gamma', TRAIN, '[batch.contexts], self._meta_gamma)',
-             '[batch.contexts], self._gamma)',
+    Mutation('meta_gamma_is_gamma', TRAIN, '[batch.contexts], self._meta_gamma)', '[batch.contexts], self._gamma)',
              [META_BATCH, TF1_META]),
     Mutation('meta_next_state_with_old_target', TRAIN, 'merged_states(batch.next_states, [batch.next_contexts])',
              'merged_states(batch.next_states, [batch.contexts])', [META_BATCH, TF1_META]),
@@ -114,15 +113,14 @@ MUTATIONS = [
     Mutation('termination_discount_always_one', 'uvf/context/rewards_functions.py',
              'discounts = dist > termination_epsilon', 'discounts = dist > 0.0', [REWARDS]),
     Mutation('goal_transition_sign', 'uvf/context/context_transition_functions.py',
-             'goal[..., :k] + state[..., :k] - next_state[..., :k]', 'goal[..., :k] - state[..., :k] + next_state[..., :k]',
-             [CONTEXT]),
+             'goal[..., :k] + state[..., :k] - next_state[..., :k]',
+             'goal[..., :k] - state[..., :k] + next_state[..., :k]', [CONTEXT]),
     Mutation('step_goals_not_relative', 'uvf/context/context_transition_functions.py',
              'relative = tf.expand_dims(goal[:, :k] + states[:, 0, :k], 1) - states[:, :, :k]',
              'relative = tf.expand_dims(goal[:, :k], 1) + 0.0 * states[:, :, :k]', [CORRECTION, CONTEXT]),
     Mutation('goal_schedule_off_by_one', 'uvf/context/context.py',
              'tf.equal(tf.math.floormod(timer, self.meta_action_every_n), 0)',
-             'tf.equal(tf.math.floormod(timer, self.meta_action_every_n), 1)',
-             [CONTEXT, 'tests/uvf/test_rollout.py']),
+             'tf.equal(tf.math.floormod(timer, self.meta_action_every_n), 1)', [CONTEXT, 'tests/uvf/test_rollout.py']),
     Mutation('meta_reward_scale_not_0.1', 'uvf/collect.py', 'META_REWARD_SCALE = 0.1', 'META_REWARD_SCALE = 1.0',
              [COLLECT]),
     # The off-policy correction (uvf/off_policy_correction.py).

@@ -70,19 +70,21 @@ def draw(steps, values, mean, window, threshold, title, output, markers=(), note
   """
   steps, values, mean = (np.asarray(a, np.float64) for a in (steps, values, mean))
   full = slice(min(window, len(mean)) - 1, None)  # The mean over full windows only.
-  series = [curves.Series(steps, values, episode_label, color='0.55', linewidth=0, marker='.', markersize=2.5,
-                          alpha=0.35, zorder=1),
-            curves.Series(steps[full], mean[full], mean_label or f'mean of the last {window} episodes',
-                          color=curves.MEAN, linewidth=2)]
+  series = [
+      curves.Series(steps, values, episode_label, color='0.55', linewidth=0, marker='.', markersize=2.5, alpha=0.35,
+                    zorder=1),
+      curves.Series(steps[full], mean[full], mean_label or f'mean of the last {window} episodes', color=curves.MEAN,
+                    linewidth=2)
+  ]
   if markers:
-    series.append(curves.Series([s for s, _, _ in markers], [m for _, m, _ in markers], marker_label,
-                                color='tab:green', linewidth=0, marker='s', markersize=6, edgecolor='black',
-                                yerr=[e for _, _, e in markers], zorder=4))
+    series.append(
+        curves.Series([s for s, _, _ in markers], [m for _, m, _ in markers], marker_label, color='tab:green',
+                      linewidth=0, marker='s', markersize=6, edgecolor='black', yerr=[e for _, _, e in markers],
+                      zorder=4))
   hlines = [curves.HLine(threshold, f'target {threshold:g}', curves.PAPER)] if threshold is not None else []
   if reference is not None:
     hlines.append(curves.HLine(reference[0], reference[1], 'black', linestyle=':'))
-  return curves.draw(output, [curves.Panel('', ylabel, series, hlines)], title, xlabel, notes=notes,
-                     panel_height=420)
+  return curves.draw(output, [curves.Panel('', ylabel, series, hlines)], title, xlabel, notes=notes, panel_height=420)
 
 
 def main(argv=None):

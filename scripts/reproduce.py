@@ -14,8 +14,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 
-from launcher import console  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from launcher import console  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import cli  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 main = cli.main  # main(argv) -> exit status
 

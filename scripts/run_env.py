@@ -77,8 +77,9 @@ def main(argv=None):
     indices = EVAL_GOALS[task][0]
     for goal, successes, distances in run_task(task, args.episodes_per_goal, args.episode_length, args.seed):
       goal_text = '(' + ', '.join(f'{g:g}' for g in goal) + ')'
-      print(f'| {task} | {goal_text} (obs{indices}) | {successes.mean():.2f} ({successes.sum()}/{len(successes)}) | '
-            f'{distances.mean():.2f} | {distances.min():.2f} |', flush=True)
+      print(
+          f'| {task} | {goal_text} (obs{indices}) | {successes.mean():.2f} ({successes.sum()}/{len(successes)}) | '
+          f'{distances.mean():.2f} | {distances.min():.2f} |', flush=True)
   print(f'\n{time.time() - start:.0f} s')
 
 

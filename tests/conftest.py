@@ -8,8 +8,8 @@ already holding real runs of other configurations, as a user who trained first h
 """
 
 import os
-import subprocess
 from pathlib import Path
+import subprocess
 
 # As in the programs, TF_CPP_MIN_LOG_LEVEL defaults to 3 before TensorFlow loads (launcher.prepare_process); `uvf`
 # imports mujoco without an OpenGL back end, before any test module imports it: rendering tests pick theirs when they
@@ -17,10 +17,10 @@ from pathlib import Path
 import launcher  # pylint: disable=g-import-not-at-top
 
 launcher.prepare_process()
-import uvf  # noqa: F401,E402  pylint: disable=unused-import,g-import-not-at-top,wrong-import-position
+import gin  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import pytest  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
-import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
-import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+import uvf  # noqa: F401,E402  pylint: disable=unused-import,g-import-not-at-top,wrong-import-position
 
 REPO = Path(__file__).resolve().parents[1]
 # What the interpreter and pytest themselves leave in a checkout: not the tests' doing.
@@ -35,10 +35,12 @@ def checkout_state():
                           check=False)
   if status.returncode:
     return None
-  untracked = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=all'], cwd=REPO,
-                             capture_output=True, text=True, check=False)
-  lines = {line for line in status.stdout.splitlines() + untracked.stdout.splitlines()
-           if not any(cache in line for cache in _CACHES)}
+  untracked = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=all'], cwd=REPO, capture_output=True,
+                             text=True, check=False)
+  lines = {
+      line for line in status.stdout.splitlines() + untracked.stdout.splitlines()
+      if not any(cache in line for cache in _CACHES)
+  }
   runs = {}
   for root, _, files in os.walk(REPO / 'runs'):
     for name in files:
@@ -75,7 +77,8 @@ def pytest_sessionfinish(session, exitstatus):
   if changes:
     reporter = session.config.pluginmanager.get_plugin('terminalreporter')
     lines = ['the tests changed the checkout (they must work under their own temporary directories):'] + [
-        '  ' + c for c in changes[:40]] + ([f'  ... and {len(changes) - 40} more'] if len(changes) > 40 else [])
+        '  ' + c for c in changes[:40]
+    ] + ([f'  ... and {len(changes) - 40} more'] if len(changes) > 40 else [])
     if reporter is not None:
       reporter.ensure_newline()
       reporter.write_line('\n'.join(lines), red=True)
@@ -92,4 +95,3 @@ def _unlock_gin_after_test():
   (`gin.unlock_config` restores, on exit, the state it found: the unlocked one of the test's start.)"""
   with gin.unlock_config():
     yield
-

@@ -123,8 +123,7 @@ def forbidden_imports(imports, package, allowed=None):
   import (`allowed`: the project names it may import; by default `ALLOWED[package]`)."""
   allowed = ALLOWED.get(package, set()) if allowed is None else allowed
   banned = PROJECT_NAMES - set(allowed) - {package}
-  return sorted((module, name) for module, names in imports.items() for name in names
-                if name.split('.')[0] in banned)
+  return sorted((module, name) for module, names in imports.items() for name in names if name.split('.')[0] in banned)
 
 
 def test_the_walker_finds_a_cycle_through_a_function_level_relative_import(tmp_path):
@@ -181,6 +180,7 @@ def test_no_source_file_is_longer_than_the_limit():
   files = [p for name in PACKAGES + ('scripts', 'benchmarks') for p in (REPO_ROOT / name).rglob('*.py')]
   files += [REPO_ROOT / 'run_train.py', REPO_ROOT / 'run_eval.py']
   assert len(files) > 60
-  long = sorted((len(p.read_text().splitlines()), str(p.relative_to(REPO_ROOT))) for p in files
+  long = sorted((len(p.read_text().splitlines()), str(p.relative_to(REPO_ROOT)))
+                for p in files
                 if len(p.read_text().splitlines()) > MAX_LINES)
   assert not long, f'files over {MAX_LINES} lines (split them by job): {long}'

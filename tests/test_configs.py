@@ -13,8 +13,10 @@ import launcher
 
 UVF = launcher.CONFIG_DIR / 'uvf'
 SETTINGS = ['hiro_orig', 'hiro_xy', 'hiro_repr']
-ENVS = ['ant_maze', 'ant_maze_img', 'ant_push_multi', 'ant_push_single', 'ant_push_multi_img', 'ant_fall_multi',
-        'ant_fall_single', 'ant_fall_multi_img', 'ant_block', 'ant_block_maze', 'point_maze']
+ENVS = [
+    'ant_maze', 'ant_maze_img', 'ant_push_multi', 'ant_push_single', 'ant_push_multi_img', 'ant_fall_multi',
+    'ant_fall_single', 'ant_fall_multi_img', 'ant_block', 'ant_block_maze', 'point_maze'
+]
 
 
 def resolve_macros(value):
@@ -48,25 +50,53 @@ def test_original_file_combinations_parse(program, setting, env):
 def test_base_and_train_values_are_the_originals():
   parse('ant_maze.gin')
   expected = {
-      'train_uvf.num_episodes_train': 25000, 'train_uvf.batch_size': 100, 'train_uvf.initial_episodes': 5,
-      'train_uvf.gamma': 0.99, 'train_uvf.meta_gamma': 0.99, 'train_uvf.reward_scale_factor': 1.0,
-      'train_uvf.target_update_period': 2, 'train_uvf.num_updates_per_observation': 1,
-      'train_uvf.num_collect_per_update': 1, 'train_uvf.num_collect_per_meta_update': 10,
-      'train_uvf.debug_summaries': False, 'train_uvf.log_every_n_steps': 1000,
-      'train_uvf.save_policy_every_n_steps': 100000, 'agent/CircularBuffer.buffer_size': 200000,
-      'meta/CircularBuffer.buffer_size': 200000, 'critic/AdamOptimizer.learning_rate': 0.001,
-      'actor/AdamOptimizer.learning_rate': 0.0001, 'meta_critic/AdamOptimizer.learning_rate': 0.001,
-      'meta_actor/AdamOptimizer.learning_rate': 0.0001, 'repr/AdamOptimizer.learning_rate': 0.0001,
-      'repr/AdamOptimizer.beta1': 0.9, 'repr/AdamOptimizer.beta2': 0.999, 'UvfAgent.dqda_clipping': 0.0,
-      'agent/ddpg_actor_net.hidden_layers': (300, 300), 'meta/ddpg_critic_net.states_hidden_layers': (300,),
-      'meta/ddpg_critic_net.joint_hidden_layers': (300,), 'agent/ddpg_critic_net.weight_decay': 0.0,
-      'tf.losses.huber_loss.delta': 1.0, 'uvf_add_noise_fn.stddev': 1.0, 'td3_update_targets.tau': 0.005,
-      'ddpg_update_targets.tau': 0.001, 'state_preprocess_net.states_hidden_layers': (100, 100),
-      'evaluate.num_episodes_eval': 50, 'evaluate.num_episodes_videos': 1, 'evaluate.gamma': 1.0,
-      'evaluate.eval_interval_secs': 1, 'evaluate.generate_videos': False, 'evaluate.generate_summaries': True,
-      'create_maze_env.env_name': 'AntMaze', 'every_n_steps.n': 500, 'agent/Context.meta_action_every_n': 10,
-      'task/negative_distance.state_indices': [0, 1], 'eval3/ConstantSampler.value': [0, 16],
-      '%SUBGOAL_DIM': 15, '%ZERO_OBS': True, '%IMAGES': False, '%META_EXPLORE_NOISE': 1.0,
+      'train_uvf.num_episodes_train': 25000,
+      'train_uvf.batch_size': 100,
+      'train_uvf.initial_episodes': 5,
+      'train_uvf.gamma': 0.99,
+      'train_uvf.meta_gamma': 0.99,
+      'train_uvf.reward_scale_factor': 1.0,
+      'train_uvf.target_update_period': 2,
+      'train_uvf.num_updates_per_observation': 1,
+      'train_uvf.num_collect_per_update': 1,
+      'train_uvf.num_collect_per_meta_update': 10,
+      'train_uvf.debug_summaries': False,
+      'train_uvf.log_every_n_steps': 1000,
+      'train_uvf.save_policy_every_n_steps': 100000,
+      'agent/CircularBuffer.buffer_size': 200000,
+      'meta/CircularBuffer.buffer_size': 200000,
+      'critic/AdamOptimizer.learning_rate': 0.001,
+      'actor/AdamOptimizer.learning_rate': 0.0001,
+      'meta_critic/AdamOptimizer.learning_rate': 0.001,
+      'meta_actor/AdamOptimizer.learning_rate': 0.0001,
+      'repr/AdamOptimizer.learning_rate': 0.0001,
+      'repr/AdamOptimizer.beta1': 0.9,
+      'repr/AdamOptimizer.beta2': 0.999,
+      'UvfAgent.dqda_clipping': 0.0,
+      'agent/ddpg_actor_net.hidden_layers': (300, 300),
+      'meta/ddpg_critic_net.states_hidden_layers': (300,),
+      'meta/ddpg_critic_net.joint_hidden_layers': (300,),
+      'agent/ddpg_critic_net.weight_decay': 0.0,
+      'tf.losses.huber_loss.delta': 1.0,
+      'uvf_add_noise_fn.stddev': 1.0,
+      'td3_update_targets.tau': 0.005,
+      'ddpg_update_targets.tau': 0.001,
+      'state_preprocess_net.states_hidden_layers': (100, 100),
+      'evaluate.num_episodes_eval': 50,
+      'evaluate.num_episodes_videos': 1,
+      'evaluate.gamma': 1.0,
+      'evaluate.eval_interval_secs': 1,
+      'evaluate.generate_videos': False,
+      'evaluate.generate_summaries': True,
+      'create_maze_env.env_name': 'AntMaze',
+      'every_n_steps.n': 500,
+      'agent/Context.meta_action_every_n': 10,
+      'task/negative_distance.state_indices': [0, 1],
+      'eval3/ConstantSampler.value': [0, 16],
+      '%SUBGOAL_DIM': 15,
+      '%ZERO_OBS': True,
+      '%IMAGES': False,
+      '%META_EXPLORE_NOISE': 1.0,
       '%RESET_EPISODE_PERIOD': 500,
   }
   for key, value in expected.items():
@@ -77,28 +107,65 @@ def test_base_and_train_values_are_the_originals():
 
 
 @pytest.mark.parametrize('config, env_name, meta_range, state_indices, evals, setting', [
-    ('ant_maze', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {'eval1': [16, 0], 'eval2': [16, 16], 'eval3': [0, 16]},
-     (15, True, 1.0)),
-    ('ant_push', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {'eval2': [0, 19]}, (15, True, 1.0)),
-    ('ant_fall', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {'eval1': [0, 27, 4.5]}, (15, True, 1.0)),
-    ('ant_push_multi', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {'eval2': [0, 19]}, (15, True, 1.0)),
-    ('ant_fall_multi', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {'eval1': [0, 27, 4.5]}, (15, True, 1.0)),
-    ('ant_block', 'AntBlock', ((-4, -4), (20, 20)), [3, 4], {'eval1': [16, 0], 'eval2': [16, 16],
-                                                             'eval3': [0, 16]}, (2, False, 1.0)),
-    ('ant_block_maze', 'AntBlockMaze', ((-4, -4), (12, 20)), [3, 4], {'eval1': [8, 0], 'eval2': [8, 16],
-                                                                      'eval3': [0, 16]}, (2, False, 1.0)),
-    ('point_maze', 'PointMaze', ((-2, -2), (10, 10)), [0, 1], {'eval1': [8, 0], 'eval2': [8, 8], 'eval3': [0, 8]},
-     (2, False, 1.0)),
-    ('ant_maze_xy', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {'eval3': [0, 16]}, (2, False, 1.0)),
-    ('ant_maze_repr', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {'eval3': [0, 16]}, (2, False, 5.0)),
-    ('ant_push_repr', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {'eval2': [0, 19]}, (2, False, 5.0)),
-    ('ant_fall_repr', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {'eval1': [0, 27, 4.5]}, (2, False, 5.0)),
-    ('ant_block_repr', 'AntBlock', ((-4, -4), (20, 20)), [3, 4], {'eval1': [16, 0], 'eval2': [16, 16],
-                                                                  'eval3': [0, 16]}, (2, False, 5.0)),
-    ('ant_block_maze_repr', 'AntBlockMaze', ((-4, -4), (12, 20)), [3, 4], {'eval1': [8, 0], 'eval2': [8, 16],
-                                                                           'eval3': [0, 16]}, (2, False, 5.0)),
-    ('point_maze_repr', 'PointMaze', ((-2, -2), (10, 10)), [0, 1], {'eval1': [8, 0], 'eval2': [8, 8],
-                                                                    'eval3': [0, 8]}, (2, False, 5.0)),
+    ('ant_maze', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {
+        'eval1': [16, 0],
+        'eval2': [16, 16],
+        'eval3': [0, 16]
+    }, (15, True, 1.0)),
+    ('ant_push', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {
+        'eval2': [0, 19]
+    }, (15, True, 1.0)),
+    ('ant_fall', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {
+        'eval1': [0, 27, 4.5]
+    }, (15, True, 1.0)),
+    ('ant_push_multi', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {
+        'eval2': [0, 19]
+    }, (15, True, 1.0)),
+    ('ant_fall_multi', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {
+        'eval1': [0, 27, 4.5]
+    }, (15, True, 1.0)),
+    ('ant_block', 'AntBlock', ((-4, -4), (20, 20)), [3, 4], {
+        'eval1': [16, 0],
+        'eval2': [16, 16],
+        'eval3': [0, 16]
+    }, (2, False, 1.0)),
+    ('ant_block_maze', 'AntBlockMaze', ((-4, -4), (12, 20)), [3, 4], {
+        'eval1': [8, 0],
+        'eval2': [8, 16],
+        'eval3': [0, 16]
+    }, (2, False, 1.0)),
+    ('point_maze', 'PointMaze', ((-2, -2), (10, 10)), [0, 1], {
+        'eval1': [8, 0],
+        'eval2': [8, 8],
+        'eval3': [0, 8]
+    }, (2, False, 1.0)),
+    ('ant_maze_xy', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {
+        'eval3': [0, 16]
+    }, (2, False, 1.0)),
+    ('ant_maze_repr', 'AntMaze', ((-4, -4), (20, 20)), [0, 1], {
+        'eval3': [0, 16]
+    }, (2, False, 5.0)),
+    ('ant_push_repr', 'AntPush', ((-16, -4), (16, 20)), [0, 1], {
+        'eval2': [0, 19]
+    }, (2, False, 5.0)),
+    ('ant_fall_repr', 'AntFall', ((-4, -4, 0), (12, 28, 5)), [0, 1, 2], {
+        'eval1': [0, 27, 4.5]
+    }, (2, False, 5.0)),
+    ('ant_block_repr', 'AntBlock', ((-4, -4), (20, 20)), [3, 4], {
+        'eval1': [16, 0],
+        'eval2': [16, 16],
+        'eval3': [0, 16]
+    }, (2, False, 5.0)),
+    ('ant_block_maze_repr', 'AntBlockMaze', ((-4, -4), (12, 20)), [3, 4], {
+        'eval1': [8, 0],
+        'eval2': [8, 16],
+        'eval3': [0, 16]
+    }, (2, False, 5.0)),
+    ('point_maze_repr', 'PointMaze', ((-2, -2), (10, 10)), [0, 1], {
+        'eval1': [8, 0],
+        'eval2': [8, 8],
+        'eval3': [0, 8]
+    }, (2, False, 5.0)),
 ])
 def test_top_level_task_configs(config, env_name, meta_range, state_indices, evals, setting):
   parse(f'{config}.gin')
@@ -118,10 +185,13 @@ def test_top_level_task_configs(config, env_name, meta_range, state_indices, eva
     assert gin.query_parameter('StatePreprocess.trainable') is True
 
 
-@pytest.mark.parametrize('config, train_target', [
-    ('ant_maze', 'train/RandomSampler'), ('ant_push', 'eval2/ConstantSampler'), ('ant_fall', 'eval1/ConstantSampler'),
-    ('ant_push_multi', 'train/RandomSampler'), ('ant_fall_multi', 'train/RandomSampler'),
-    ('ant_push_repr', 'train/RandomSampler'), ('ant_fall_repr', 'train/RandomSampler')])
+@pytest.mark.parametrize('config, train_target', [('ant_maze', 'train/RandomSampler'),
+                                                  ('ant_push', 'eval2/ConstantSampler'),
+                                                  ('ant_fall', 'eval1/ConstantSampler'),
+                                                  ('ant_push_multi', 'train/RandomSampler'),
+                                                  ('ant_fall_multi', 'train/RandomSampler'),
+                                                  ('ant_push_repr', 'train/RandomSampler'),
+                                                  ('ant_fall_repr', 'train/RandomSampler')])
 def test_training_targets_of_the_table1_tasks(config, train_target):
   """HIRO's Table 1 trained AntMaze on random targets and AntPush / AntFall on their one evaluation target (the
   original's *_single contexts; docs/hiro/reproduction.md); the *_multi configs and hiro_repr's sample them at
@@ -133,13 +203,31 @@ def test_training_targets_of_the_table1_tasks(config, train_target):
 
 
 @pytest.mark.parametrize('config, expected', [
-    ('impala_dmlab.gin', {'level_name': 'explore_goal_locations_small', 'num_actors': 48, 'batch_size': 32}),
-    ('impala_dmlab30.gin', {'level_name': 'dmlab30', 'num_actors': 150, 'batch_size': 32,
-                            'entropy_cost': 0.0033391318945337044, 'learning_rate': 0.00031866995608948655,
-                            'total_environment_frames': 10000000000, 'reward_clipping': 'soft_asymmetric'}),
-    ('impala_atari.gin', {'unroll_length': 20, 'batch_size': 32, 'entropy_cost': 0.01, 'epsilon': 0.01,
-                          'learning_rate': 0.0006, 'total_environment_frames': 200000000, 'discounting': 0.99,
-                          'baseline_cost': 0.5, 'momentum': 0.0}),
+    ('impala_dmlab.gin', {
+        'level_name': 'explore_goal_locations_small',
+        'num_actors': 48,
+        'batch_size': 32
+    }),
+    ('impala_dmlab30.gin', {
+        'level_name': 'dmlab30',
+        'num_actors': 150,
+        'batch_size': 32,
+        'entropy_cost': 0.0033391318945337044,
+        'learning_rate': 0.00031866995608948655,
+        'total_environment_frames': 10000000000,
+        'reward_clipping': 'soft_asymmetric'
+    }),
+    ('impala_atari.gin', {
+        'unroll_length': 20,
+        'batch_size': 32,
+        'entropy_cost': 0.01,
+        'epsilon': 0.01,
+        'learning_rate': 0.0006,
+        'total_environment_frames': 200000000,
+        'discounting': 0.99,
+        'baseline_cost': 0.5,
+        'momentum': 0.0
+    }),
 ])
 def test_impala_configs_hold_the_published_settings(config, expected):
   parse(config)
@@ -150,10 +238,18 @@ def test_impala_configs_hold_the_published_settings(config, expected):
 def test_impala_atari_is_the_papers_shallow_expert():
   """The paper's Atari expert setup (Espeholt et al. 2018, Appendix G and Table G.1) beyond the experiment flags."""
   parse('impala_atari.gin')
-  expected = {'agent_network.network': 'shallow', 'learner.gradient_clipping': 40.,
-              'AtariEnvironment.grayscale': True, 'AtariEnvironment.frame_stack': 4, 'AtariEnvironment.noop_max': 30,
-              'AtariEnvironment.terminal_on_life_loss': True, 'experiment.reward_clipping': 'abs_one',
-              'experiment.num_action_repeats': 4, 'experiment.width': 84, 'experiment.height': 84}
+  expected = {
+      'agent_network.network': 'shallow',
+      'learner.gradient_clipping': 40.,
+      'AtariEnvironment.grayscale': True,
+      'AtariEnvironment.frame_stack': 4,
+      'AtariEnvironment.noop_max': 30,
+      'AtariEnvironment.terminal_on_life_loss': True,
+      'experiment.reward_clipping': 'abs_one',
+      'experiment.num_action_repeats': 4,
+      'experiment.width': 84,
+      'experiment.height': 84
+  }
   for name, value in expected.items():
     assert gin.query_parameter(name) == value, name
 

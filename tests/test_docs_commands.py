@@ -74,12 +74,12 @@ import glob
 import importlib.util
 import io
 import os
+from pathlib import Path
 import re
 import shlex
 import subprocess
 import sys
 import types
-from pathlib import Path
 from typing import List, Tuple
 
 from absl import flags
@@ -102,15 +102,20 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
 
 # Tiny settings of the real runs. HIRO: tests/test_reliability.py's 50-step episodes and small buffers (n episodes:
 # n * 50 + 100 steps); evaluation: scripts/behaviour_check.py's EVAL_BINDINGS, and 10-step episodes.
-HIRO_TINY = [a for b in [
-    'every_n_steps.n = 50', 'every_n_episodes.steps_per_episode = 50', 'train_uvf.max_steps_per_episode = 50',
-    'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
-    'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0', 'train_uvf.log_every_n_steps = 50',
-    'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50',
-    'train_uvf.num_episodes_train = 1'] for a in ('--gin_param', b)]
-HIRO_EVAL_TINY = [a for b in [
-    'evaluate.num_episodes_eval = 1', 'evaluate.checkpoint_timeout = 0', 'evaluate.num_threads = 1',
-    'evaluate.max_steps_per_episode = 10'] for a in ('--gin_param', b)]
+HIRO_TINY = [
+    a for b in [
+        'every_n_steps.n = 50', 'every_n_episodes.steps_per_episode = 50', 'train_uvf.max_steps_per_episode = 50',
+        'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
+        'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0', 'train_uvf.log_every_n_steps = 50',
+        'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50', 'train_uvf.num_episodes_train = 1'
+    ] for a in ('--gin_param', b)
+]
+HIRO_EVAL_TINY = [
+    a for b in [
+        'evaluate.num_episodes_eval = 1', 'evaluate.checkpoint_timeout = 0', 'evaluate.num_threads = 1',
+        'evaluate.max_steps_per_episode = 10'
+    ] for a in ('--gin_param', b)
+]
 IMPALA_TINY = ['--num_actors=2', '--batch_size=2', '--unroll_length=5', '--total_environment_frames=200']
 # (doc file, command as written, comments dropped) -> the fixture that runs it.
 REAL_RUNS = {
@@ -225,9 +230,11 @@ def _split(text):
 
 
 def _substitute(words, variables):
+
   def value(m):
     name = m.group(1) or m.group(2)
     return variables.get(name, PLACEHOLDERS.get(name, m.group(0)))
+
   return [re.sub(r'\$\{(\w+)\}|\$(\w+)', value, w) for w in words]
 
 
@@ -272,8 +279,8 @@ def commands_in_markdown(text: str, path: str) -> List[Command]:
         i += 1  # done
         for value in values:
           for bn, bt, bwords in body:
-            commands.append(_classified(Command(path, bn, bt, _substitute(bwords, {var: value}),
-                                                tag=f'[{var}={value}]'), state))
+            commands.append(
+                _classified(Command(path, bn, bt, _substitute(bwords, {var: value}), tag=f'[{var}={value}]'), state))
         continue
       commands.append(_classified(Command(path, n, t, _substitute(words, {})), state))
       i += 1
@@ -344,6 +351,7 @@ def doc_commands():
 
 # --------------------------------------------------------------------------------------------------------------------
 # Checks.
+
 
 def _repo_top():
   return {name for name in os.listdir(REPO) if not name.startswith('.') and name not in ('runs', '__pycache__')}

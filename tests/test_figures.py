@@ -7,17 +7,16 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
 from figures import curves
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize('value, label', [(0, '0'), (700, '700'), (50_000, '50k'), (500_000, '500k'),
-                                          (1_000_000, '1M'), (2_500_000, '2.5M'), (41_144_320, '41.14M'),
-                                          (1.2e9, '1.2B'), (-20, '-20')])
+@pytest.mark.parametrize('value, label', [(0, '0'), (700, '700'), (50_000, '50k'), (500_000, '500k'), (1_000_000, '1M'),
+                                          (2_500_000, '2.5M'), (41_144_320, '41.14M'), (1.2e9, '1.2B'), (-20, '-20')])
 def test_steps_label(value, label):
   assert curves.steps_label(value) == label
 
@@ -26,13 +25,17 @@ def _panels():
   steps = np.arange(1, 61) * 50_000  # 50k to 3M
   seed = np.clip((steps - 1e6) / 1.5e6, 0, 1)
   mean, se = seed * 0.9, np.full(60, 0.05)
-  return [curves.Panel('success rate, eval2', 'success rate', [
-      curves.Series(steps, list(seed[:-1]) + [None], 'seed 0', color='tab:orange', marker='o'),
-      curves.Series(steps, mean, 'mean ± s.e.', color=curves.MEAN, linewidth=2.5, band=(mean - se, mean + se)),
-      curves.Series([3_000_000], [0.86], 'held out', colors=['tab:orange'], marker='D', linewidth=0,
-                    edgecolor='black')], hlines=[(0.92, 'paper: 0.92 ± 0.04 at 10M')], ylim=(-0.03, 1.03)),
-          curves.Panel('final distance', 'maze units', [curves.Series(steps, 20 - 15 * seed, 'mean', yerr=se)],
-                       hlines=[curves.HLine(5, 'success: distance < 5', curves.THRESHOLD)])]
+  return [
+      curves.Panel('success rate, eval2', 'success rate', [
+          curves.Series(steps,
+                        list(seed[:-1]) + [None], 'seed 0', color='tab:orange', marker='o'),
+          curves.Series(steps, mean, 'mean ± s.e.', color=curves.MEAN, linewidth=2.5, band=(mean - se, mean + se)),
+          curves.Series([3_000_000], [0.86], 'held out', colors=['tab:orange'], marker='D', linewidth=0,
+                        edgecolor='black')
+      ], hlines=[(0.92, 'paper: 0.92 ± 0.04 at 10M')], ylim=(-0.03, 1.03)),
+      curves.Panel('final distance', 'maze units', [curves.Series(steps, 20 - 15 * seed, 'mean', yerr=se)],
+                   hlines=[curves.HLine(5, 'success: distance < 5', curves.THRESHOLD)])
+  ]
 
 
 def test_draw_writes_a_deterministic_png_and_reports_what_it_drew(tmp_path):
@@ -91,6 +94,8 @@ def test_matplotlib_global_state_is_left_alone(tmp_path):
             'assert "matplotlib.pyplot" not in sys.modules\n'
             'assert dict(dict.items(matplotlib.rcParams)) == params\n'
             'print("ok")\n')
-  result = subprocess.run([sys.executable, '-c', script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, 'DISPLAY': '', 'MPLBACKEND': ''})
+  result = subprocess.run([sys.executable, '-c', script], cwd=REPO, capture_output=True, text=True, timeout=120, env={
+      **os.environ, 'DISPLAY': '',
+      'MPLBACKEND': ''
+  })
   assert result.returncode == 0 and result.stdout == 'ok\n', result.stderr

@@ -7,10 +7,10 @@ Each run is the real `run_train.py`, in a subprocess, through a wrapper that rep
 
 import json
 import os
+from pathlib import Path
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.uvf import hiro_fixtures
 
@@ -36,8 +36,11 @@ NOISE = re.compile(r'^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d{6}|\d{4}-\d\d-\d\d \d\d:\
 
 def run_train(args, cwd, **env):
   """Runs `python run_train.py ARGS` from `cwd` with `env` over a shell's environment without GL settings."""
-  environ = {k: v for k, v in os.environ.items()
-             if k not in ('MUJOCO_GL', 'PYOPENGL_PLATFORM', 'TF_CPP_MIN_LOG_LEVEL', 'DISPLAY', 'WAYLAND_DISPLAY')}
+  environ = {
+      k: v
+      for k, v in os.environ.items()
+      if k not in ('MUJOCO_GL', 'PYOPENGL_PLATFORM', 'TF_CPP_MIN_LOG_LEVEL', 'DISPLAY', 'WAYLAND_DISPLAY')
+  }
   environ.update(env)
   command = [sys.executable, '-c', WRAPPER, str(REPO / 'run_train.py'), str(REPO), *args]
   return subprocess.run(command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=600, check=False)
@@ -54,11 +57,16 @@ def check_screen(result, first_line):
 def test_hiro_trains_without_opengl_with_egl_pointing_at_a_missing_library(tmp_path):
   # EGL (explicitly asked for) is directed by glvnd to a vendor library that does not exist.
   vendor = tmp_path / 'vendor.json'
-  vendor.write_text(json.dumps({'file_format_version': '1.0.0',
-                                'ICD': {'library_path': str(tmp_path / 'libEGL_missing.so.0')}}))
+  vendor.write_text(
+      json.dumps({
+          'file_format_version': '1.0.0',
+          'ICD': {
+              'library_path': str(tmp_path / 'libEGL_missing.so.0')
+          }
+      }))
   args = ['configs/ant_maze.gin', '--train_dir', str(tmp_path / 'run')]
-  for binding in hiro_fixtures.small_bindings(episodes=1) + ['train_uvf.initial_episodes = 0',
-                                                             'train_uvf.initial_steps = 20']:
+  for binding in hiro_fixtures.small_bindings(
+      episodes=1) + ['train_uvf.initial_episodes = 0', 'train_uvf.initial_steps = 20']:
     args += ['--gin_param', binding]
   result = run_train(args, REPO, MUJOCO_GL='egl', PYOPENGL_PLATFORM='egl', __EGL_VENDOR_LIBRARY_FILENAMES=str(vendor))
   assert result.returncode == 0, result.stderr[-3000:]
@@ -75,8 +83,10 @@ def test_hiro_trains_without_opengl_with_egl_pointing_at_a_missing_library(tmp_p
 
 def test_impala_trains_without_opengl_with_osmesa_asked_for(tmp_path):
   # MUJOCO_GL=osmesa used to make `import mujoco` load OSMesa (and crash where libosmesa6 is missing).
-  args = ['configs/impala_builtin.gin', '--logdir', str(tmp_path / 'run'), '--total_environment_frames=40',
-          '--num_actors=2', '--batch_size=2']
+  args = [
+      'configs/impala_builtin.gin', '--logdir',
+      str(tmp_path / 'run'), '--total_environment_frames=40', '--num_actors=2', '--batch_size=2'
+  ]
   result = run_train(args, REPO, MUJOCO_GL='osmesa', PYOPENGL_PLATFORM='osmesa')
   assert result.returncode == 0, result.stderr[-3000:]
   check_screen(result, 'run_train: IMPALA (scalable_agent), config impala_builtin (configs/impala_builtin.gin)')

@@ -10,20 +10,21 @@ import dataclasses
 import inspect
 import json
 import os
+from pathlib import Path
 import subprocess
 import sys
 import types
-from pathlib import Path
 
+from absl import flags
 import gin
 import pytest
-from absl import flags
 
 import launcher
 
 REPO = launcher.REPO_ROOT
-TOP_LEVEL_HIRO = ['ant_maze', 'ant_push', 'ant_fall', 'ant_block', 'ant_block_maze', 'point_maze', 'ant_maze_xy',
-                  'ant_maze_repr']
+TOP_LEVEL_HIRO = [
+    'ant_maze', 'ant_push', 'ant_fall', 'ant_block', 'ant_block_maze', 'point_maze', 'ant_maze_xy', 'ant_maze_repr'
+]
 TOP_LEVEL_IMPALA = ['impala_dmlab', 'impala_dmlab30', 'impala_atari']
 # Only makes `import deepmind_lab` succeed, for the launcher's pre-flight check; nothing here runs a level.
 FAKE_DMLAB = types.ModuleType('deepmind_lab')
@@ -31,8 +32,8 @@ FAKE_DMLAB = types.ModuleType('deepmind_lab')
 
 def run_script(script, *args, cwd):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, str(REPO / script), *args], cwd=cwd, env=env, capture_output=True,
-                        text=True, timeout=300)
+  return subprocess.run([sys.executable, str(REPO / script), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                        timeout=300)
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +50,7 @@ def make_plan(program, *args):
 
 # --------------------------------------------------------------------------------------------------------------------
 # Command line, end to end.
+
 
 @pytest.mark.parametrize('script', ['run_train.py', 'run_eval.py'])
 def test_help_prints_usage_and_flags(script, tmp_path):
@@ -70,8 +72,7 @@ def test_unknown_config_lists_available_configs(tmp_path):
 
 
 def test_unknown_gin_binding_gives_gins_explanation(tmp_path):
-  result = run_script('run_train.py', 'configs/ant_maze.gin', '--gin_param', 'train_uvf.no_such_arg = 1',
-                      cwd=tmp_path)
+  result = run_script('run_train.py', 'configs/ant_maze.gin', '--gin_param', 'train_uvf.no_such_arg = 1', cwd=tmp_path)
   assert result.returncode == launcher.EXIT_USAGE
   assert "Configurable 'train_uvf' doesn't have a parameter named 'no_such_arg'" in result.stderr
   assert 'train_uvf.no_such_arg = 1' in result.stderr
@@ -148,6 +149,7 @@ def test_existing_train_dir_of_another_config_is_refused_and_untouched(tmp_path)
 # --------------------------------------------------------------------------------------------------------------------
 # Plans, in-process.
 
+
 def test_default_train_dir_is_runs_config_name():
   p = make_plan('train', 'configs/ant_maze.gin')
   assert p.system.key == 'uvf'
@@ -180,7 +182,7 @@ def test_original_hiro_eval_command_line_in_process():
                 '--config_file=configs/eval_uvf.gin', '--config_file=context/configs/hiro_orig.gin',
                 '--config_file=context/configs/ant_maze.gin')
   assert (p.program, p.train_dir, p.eval_dir, p.output_dir) == ('eval', Path('exp/train'), Path('exp/eval'),
-                                                                 Path('exp/eval'))
+                                                                Path('exp/eval'))
   assert gin.query_parameter('%EVAL_MODES') == ['eval1', 'eval2', 'eval3']
 
 
@@ -188,8 +190,8 @@ def test_original_hiro_train_command_line_maps_flags_to_gin():
   p = make_plan('train', '--train_dir=/tmp/x/train', '--config_file=./configs/base_uvf.gin',
                 '--config_file=./configs/train_uvf.gin', '--config_file=./context/configs/hiro_xy.gin',
                 '--config_file=./context/configs/ant_push_multi.gin', '--summarize_gradients=False',
-                '--save_interval_secs=60', '--save_summaries_secs=1', '--master=local',
-                '--goal_sample_strategy=FuN', "--params=train_uvf.batch_size = 7", '--params=SUBGOAL_DIM = 2')
+                '--save_interval_secs=60', '--save_summaries_secs=1', '--master=local', '--goal_sample_strategy=FuN',
+                "--params=train_uvf.batch_size = 7", '--params=SUBGOAL_DIM = 2')
   assert p.system.key == 'uvf'
   assert p.train_dir == Path('/tmp/x/train')
   assert p.config_name == 'base_uvf+train_uvf+hiro_xy+ant_push_multi'
@@ -209,11 +211,28 @@ def test_gin_param_overrides_config_and_params_in_order():
 
 # The original experiment.py flags and defaults, typed from deepmind/scalable_agent experiment.py L48-90.
 IMPALA_FLAG_DEFAULTS = {
-    'mode': 'train', 'test_num_episodes': 10, 'task': -1, 'job_name': 'learner',
-    'total_environment_frames': int(1e9), 'num_actors': 4, 'batch_size': 2, 'unroll_length': 100,
-    'num_action_repeats': 4, 'seed': 1, 'entropy_cost': 0.00025, 'baseline_cost': .5, 'discounting': .99,
-    'reward_clipping': 'abs_one', 'dataset_path': '', 'level_name': 'explore_goal_locations_small', 'width': 96,
-    'height': 72, 'learning_rate': 0.00048, 'decay': .99, 'momentum': 0., 'epsilon': .1,
+    'mode': 'train',
+    'test_num_episodes': 10,
+    'task': -1,
+    'job_name': 'learner',
+    'total_environment_frames': int(1e9),
+    'num_actors': 4,
+    'batch_size': 2,
+    'unroll_length': 100,
+    'num_action_repeats': 4,
+    'seed': 1,
+    'entropy_cost': 0.00025,
+    'baseline_cost': .5,
+    'discounting': .99,
+    'reward_clipping': 'abs_one',
+    'dataset_path': '',
+    'level_name': 'explore_goal_locations_small',
+    'width': 96,
+    'height': 72,
+    'learning_rate': 0.00048,
+    'decay': .99,
+    'momentum': 0.,
+    'epsilon': .1,
 }
 
 
@@ -236,7 +255,9 @@ def test_impala_flags_defaults_and_gin_defaults_are_the_originals(monkeypatch):
 def test_impala_flags_are_defined_from_the_one_source_of_their_defaults():
   """The launcher's IMPALA flags, `experiment`'s parameters and `Settings` take their defaults from
   `scalable_agent.original_flags`; the flags also their help and choices."""
-  from scalable_agent import experiment, original_flags, settings  # pylint: disable=g-import-not-at-top
+  from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
+  from scalable_agent import original_flags  # pylint: disable=g-import-not-at-top
+  from scalable_agent import settings  # pylint: disable=g-import-not-at-top
   fv = flags.FlagValues()
   launcher.define_flags(fv)
   parameters = inspect.signature(experiment.experiment).parameters
@@ -253,12 +274,29 @@ def test_impala_flags_are_defined_from_the_one_source_of_their_defaults():
 
 def test_original_impala_command_line_without_config(monkeypatch):
   monkeypatch.setitem(sys.modules, 'deepmind_lab', FAKE_DMLAB)
-  given = {'num_actors': 150, 'level_name': 'dmlab30', 'batch_size': 32, 'entropy_cost': 0.0033391318945337044,
-           'learning_rate': 0.00031866995608948655, 'total_environment_frames': 10000000000,
-           'reward_clipping': 'soft_asymmetric', 'unroll_length': 20, 'width': 84, 'height': 84, 'seed': 7,
-           'baseline_cost': 0.25, 'discounting': 0.9, 'decay': 0.95, 'momentum': 0.5, 'epsilon': 0.01,
-           'num_action_repeats': 2, 'dataset_path': '/data/bko', 'test_num_episodes': 3, 'task': -1,
-           'job_name': 'learner'}
+  given = {
+      'num_actors': 150,
+      'level_name': 'dmlab30',
+      'batch_size': 32,
+      'entropy_cost': 0.0033391318945337044,
+      'learning_rate': 0.00031866995608948655,
+      'total_environment_frames': 10000000000,
+      'reward_clipping': 'soft_asymmetric',
+      'unroll_length': 20,
+      'width': 84,
+      'height': 84,
+      'seed': 7,
+      'baseline_cost': 0.25,
+      'discounting': 0.9,
+      'decay': 0.95,
+      'momentum': 0.5,
+      'epsilon': 0.01,
+      'num_action_repeats': 2,
+      'dataset_path': '/data/bko',
+      'test_num_episodes': 3,
+      'task': -1,
+      'job_name': 'learner'
+  }
   p = make_plan('train', '--logdir=/tmp/agent', *[f'--{k}={v}' for k, v in given.items()])
   assert p.system.key == 'scalable_agent'
   assert p.config_name == 'impala' and p.train_dir == Path('/tmp/agent')
@@ -334,6 +372,7 @@ def test_missing_include_is_reported(tmp_path):
 # --------------------------------------------------------------------------------------------------------------------
 # Run directories.
 
+
 def _manifest(gin_config='a.b = 1\n', system='uvf'):
   return {'system': system, 'config_name': 'x', 'gin_config': gin_config}
 
@@ -373,8 +412,8 @@ def _recording_train(train_dir):
 
 def test_execute_records_the_run_and_resumes_only_the_same_config(tmp_path, monkeypatch, capsys):
   uvf = launcher.SYSTEMS['uvf']
-  monkeypatch.setitem(launcher.SYSTEMS, 'uvf', dataclasses.replace(
-      uvf, entry=dict(uvf.entry, train=f'{__name__}:_recording_train')))
+  monkeypatch.setitem(launcher.SYSTEMS, 'uvf',
+                      dataclasses.replace(uvf, entry=dict(uvf.entry, train=f'{__name__}:_recording_train')))
   monkeypatch.chdir(tmp_path)
   CALLS.clear()
   fv = flags.FlagValues()
@@ -409,19 +448,22 @@ def test_first_screen_says_what_runs_and_where(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   assert launcher.first_screen('train', make_plan('train', 'configs/ant_maze.gin')).splitlines() == [
       f'run_train: HIRO (uvf), config ant_maze ({REPO / "configs" / "ant_maze.gin"})',
-      '  run directory runs/ant_maze (a new run)',
-      '  TensorBoard: tensorboard --logdir runs/ant_maze']
+      '  run directory runs/ant_maze (a new run)', '  TensorBoard: tensorboard --logdir runs/ant_maze'
+  ]
   assert launcher.first_screen('eval', make_plan('eval', 'configs/ant_maze.gin')).splitlines()[1:] == [
       '  evaluating the policy checkpoints of runs/ant_maze; results in runs/ant_maze/eval (a new run)',
-      '  TensorBoard: tensorboard --logdir runs/ant_maze/eval']
+      '  TensorBoard: tensorboard --logdir runs/ant_maze/eval'
+  ]
   assert launcher.first_screen('train', make_plan('train', 'configs/impala_atari.gin')).splitlines()[1:] == [
-      '  run directory runs/impala_atari (a new run)', '  TensorBoard: tensorboard --logdir runs/impala_atari']
+      '  run directory runs/impala_atari (a new run)', '  TensorBoard: tensorboard --logdir runs/impala_atari'
+  ]
   assert launcher.first_screen('eval', make_plan('eval', 'configs/impala_atari.gin')).splitlines()[1:] == [
-      '  testing the newest checkpoint of runs/impala_atari; results in runs/impala_atari/test_results-*.json']
+      '  testing the newest checkpoint of runs/impala_atari; results in runs/impala_atari/test_results-*.json'
+  ]
   actor = make_plan('train', 'configs/impala_atari.gin', '--job_name=actor', '--task=0',
                     '--learner_address=localhost:8000')
-  assert launcher.first_screen('train', actor).splitlines()[1:] == [
-      '  actor job: nothing is written here (the learner owns the run directory)']
+  assert launcher.first_screen(
+      'train', actor).splitlines()[1:] == ['  actor job: nothing is written here (the learner owns the run directory)']
 
 
 def test_includes_resolve_under_configs_before_the_current_directory(tmp_path, monkeypatch):

@@ -14,13 +14,13 @@ wheel.
 import configparser
 import email.parser
 import os
+from pathlib import Path
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -34,14 +34,17 @@ NOT_INSTALLED = ('tests', 'scripts', 'reproduction', 'figures', 'benchmarks', 'd
 COMMANDS = {'hiro-impala-train': 'launcher.programs:train_main', 'hiro-impala-eval': 'launcher.programs:eval_main'}
 TIMEOUT_S = 300
 
-
 # --------------------------------------------------------------------------------------------------------------------
 # Helpers.
 
+
 def clean_env():
   """This environment without what would point an interpreter at the checkout or at another environment."""
-  env = {k: v for k, v in os.environ.items()
-         if k not in ('PYTHONPATH', 'PYTHONHOME', 'PYTHONSTARTUP', 'VIRTUAL_ENV', 'PYTHONSAFEPATH')}
+  env = {
+      k: v
+      for k, v in os.environ.items()
+      if k not in ('PYTHONPATH', 'PYTHONHOME', 'PYTHONSTARTUP', 'VIRTUAL_ENV', 'PYTHONSAFEPATH')
+  }
   env.update(PIP_DISABLE_PIP_VERSION_CHECK='1', PIP_NO_INPUT='1', TF_CPP_MIN_LOG_LEVEL='3')
   return env
 
@@ -109,6 +112,7 @@ def requirement_set(lines):
 # --------------------------------------------------------------------------------------------------------------------
 # Fixtures: one wheel for the module, one install of it.
 
+
 @pytest.fixture(scope='module')
 def source(tmp_path_factory):
   return copy_working_tree(tmp_path_factory.mktemp('source'))
@@ -117,8 +121,8 @@ def source(tmp_path_factory):
 @pytest.fixture(scope='module')
 def wheel(source, tmp_path_factory):
   out = tmp_path_factory.mktemp('wheel')
-  run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', out, source],
-      out, 'building the wheel')
+  run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', out, source], out,
+      'building the wheel')
   wheels = list(out.glob('*.whl'))
   assert [w.name for w in wheels] == ['hiro_impala_tf2-0.1.0-py3-none-any.whl'], wheels
   return wheels[0]
@@ -140,13 +144,13 @@ def elsewhere(tmp_path_factory):
 def installed(wheel, tmp_path_factory):
   """(venv, its site-packages) with the wheel installed."""
   venv, site_packages = fresh_venv(tmp_path_factory.mktemp('installed') / 'venv')
-  run([venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '--no-index', wheel], venv,
-      'installing the wheel')
+  run([venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '--no-index', wheel], venv, 'installing the wheel')
   return venv, site_packages
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # The wheel.
+
 
 def test_wheel_holds_the_packages_their_data_the_configs_and_the_trained_policies(source, wheel, names):
   print(f'{wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB, {len(names)} files')
@@ -168,8 +172,10 @@ def test_wheel_holds_the_packages_their_data_the_configs_and_the_trained_policie
     in_wheel = [n for n in names if n.startswith(f'uvf/trained/{task}/best_policy/model.ckpt-')]
     assert any(n.endswith('.index') for n in in_wheel) and any('.data-' in n for n in in_wheel), in_wheel
   trained = {n for n in names if n.startswith('uvf/trained/')}
-  extra = trained - {n for n in trained if n.split('/')[2] in TRAINED_TASKS and n.split('/')[3] == 'best_policy'
-                     and len(n.split('/')) == 5}
+  extra = trained - {
+      n for n in trained
+      if n.split('/')[2] in TRAINED_TASKS and n.split('/')[3] == 'best_policy' and len(n.split('/')) == 5
+  }
   assert not extra, f'uvf/trained holds more than the three best policies: {sorted(extra)}'
   top = {n.split('/')[0] for n in names}
   assert top == set(PACKAGES) | {'hiro_impala_tf2-0.1.0.dist-info'}, f'unexpected top-level entries: {sorted(top)}'
@@ -206,8 +212,10 @@ def test_a_wheel_built_from_the_sdist_equals_the_wheel(wheel, names, tmp_path_fa
   sdist, = out.glob('*.tar.gz')
   with tarfile.open(sdist) as tar:
     tar.extractall(out, **({'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}))  # (Python >= 3.11.4)
-  run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', out / 'wheel',
-       out / 'hiro-impala-tf2-0.1.0'], out, 'building the wheel from the sdist')
+  run([
+      sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', out / 'wheel',
+      out / 'hiro-impala-tf2-0.1.0'
+  ], out, 'building the wheel from the sdist')
   from_sdist, = (out / 'wheel').glob('*.whl')
   with zipfile.ZipFile(from_sdist) as z:
     assert set(z.namelist()) == names, set(z.namelist()) ^ names
@@ -217,11 +225,13 @@ def test_a_wheel_built_from_the_sdist_equals_the_wheel(wheel, names, tmp_path_fa
 # --------------------------------------------------------------------------------------------------------------------
 # The installed wheel, from a directory outside the checkout.
 
+
 def test_installed_packages_are_imported_from_the_environment(installed, elsewhere):
   venv, site_packages = installed
-  lines = python_lines(venv, 'import uvf, scalable_agent, rundir, launcher\n'
-                             'for m in (uvf, scalable_agent, rundir, launcher): print(m.__file__)\n'
-                             'print(launcher.CONFIG_DIR)', elsewhere, 'importing the installed packages')
+  lines = python_lines(
+      venv, 'import uvf, scalable_agent, rundir, launcher\n'
+      'for m in (uvf, scalable_agent, rundir, launcher): print(m.__file__)\n'
+      'print(launcher.CONFIG_DIR)', elsewhere, 'importing the installed packages')
   for line in lines:
     assert Path(line).is_relative_to(site_packages), f'{line} is not in the environment ({site_packages})'
     assert not Path(line).is_relative_to(REPO), f'{line} is in the checkout'
@@ -231,12 +241,14 @@ def test_installed_packages_are_imported_from_the_environment(installed, elsewhe
 def test_installed_configs_are_found_by_name_from_any_directory(installed, elsewhere):
   venv, site_packages = installed
   names = ['ant_maze.gin', 'configs/ant_push.gin', 'configs/base_uvf.gin', 'context/configs/ant_maze.gin']
-  lines = python_lines(venv, f'import launcher\nfor n in {names!r}: print(launcher.resolve_config_path(n))\n'
-                             'print(" ".join(launcher.available_configs()))', elsewhere, 'resolving configs')
+  lines = python_lines(
+      venv, f'import launcher\nfor n in {names!r}: print(launcher.resolve_config_path(n))\n'
+      'print(" ".join(launcher.available_configs()))', elsewhere, 'resolving configs')
   configs = site_packages / 'launcher' / 'configs'
-  assert [Path(line) for line in lines[:-1]] == [configs / 'ant_maze.gin', configs / 'ant_push.gin',
-                                                 configs / 'uvf' / 'configs' / 'base_uvf.gin',
-                                                 configs / 'uvf' / 'context' / 'configs' / 'ant_maze.gin']
+  assert [Path(line) for line in lines[:-1]] == [
+      configs / 'ant_maze.gin', configs / 'ant_push.gin', configs / 'uvf' / 'configs' / 'base_uvf.gin',
+      configs / 'uvf' / 'context' / 'configs' / 'ant_maze.gin'
+  ]
   available = lines[-1].split()
   assert 'configs/ant_maze.gin' in available and 'configs/impala_atari.gin' in available, available
 
@@ -255,15 +267,18 @@ def test_installed_config_with_includes_parses(installed, tmp_path):
   whose settings come from the files it includes."""
   venv, site_packages = installed
   code = '\n'.join([
-      'from absl import flags', 'import gin, launcher', 'launcher.prepare_process()',
-      'fv = flags.FlagValues()', 'launcher.define_flags(fv)',
-      "p = launcher.plan('train', fv(['hiro-impala-train', 'ant_maze.gin']), fv)",
+      'from absl import flags', 'import gin, launcher', 'launcher.prepare_process()', 'fv = flags.FlagValues()',
+      'launcher.define_flags(fv)', "p = launcher.plan('train', fv(['hiro-impala-train', 'ant_maze.gin']), fv)",
       'print(p.system.key)', 'print(p.config_paths[0])', "print(gin.query_parameter('create_maze_env.env_name'))",
-      "print(launcher.resolve_config_path('uvf/context/configs/ant_maze.gin'))"])
+      "print(launcher.resolve_config_path('uvf/context/configs/ant_maze.gin'))"
+  ])
   lines = python_lines(venv, code, tmp_path, 'planning ant_maze.gin')[-4:]
   configs = site_packages / 'launcher' / 'configs'
-  assert lines == ['uvf', str(configs / 'ant_maze.gin'), 'AntMaze',
-                   str(configs / 'uvf' / 'context' / 'configs' / 'ant_maze.gin')]
+  assert lines == [
+      'uvf',
+      str(configs / 'ant_maze.gin'), 'AntMaze',
+      str(configs / 'uvf' / 'context' / 'configs' / 'ant_maze.gin')
+  ]
   assert list(tmp_path.iterdir()) == [], 'planning wrote into the working directory'
 
 
@@ -271,10 +286,10 @@ def test_installed_console_takes_only_the_projects_packages_for_its_own(installe
   """The console's quiet mode prints the project's log records as plain lines and drops other libraries' INFO: in
   an installed package the other libraries share site-packages with it."""
   venv, site_packages = installed
-  lines = python_lines(venv, 'import launcher, uvf\n'
-                             'print(launcher.console.is_project_file(uvf.__file__))\n'
-                             'print(launcher.console.is_project_file(launcher.REPO_ROOT / "numpy" / "core.py"))',
-                       elsewhere, 'is_project_file')
+  lines = python_lines(
+      venv, 'import launcher, uvf\n'
+      'print(launcher.console.is_project_file(uvf.__file__))\n'
+      'print(launcher.console.is_project_file(launcher.REPO_ROOT / "numpy" / "core.py"))', elsewhere, 'is_project_file')
   assert lines == ['True', 'False']
 
 
@@ -287,6 +302,7 @@ def test_installed_gymnasium_env(installed, elsewhere):
 # --------------------------------------------------------------------------------------------------------------------
 # The scripts of the checkout and the commands share the usage text.
 
+
 @pytest.mark.parametrize('program', ['train', 'eval'])
 def test_scripts_print_the_shared_usage(program, tmp_path):
   out = run([sys.executable, REPO / f'run_{program}.py', '--help'], tmp_path, f'run_{program}.py --help').stdout
@@ -296,11 +312,13 @@ def test_scripts_print_the_shared_usage(program, tmp_path):
 # --------------------------------------------------------------------------------------------------------------------
 # Editable install.
 
+
 def test_editable_install_reads_the_source_tree(tmp_path_factory, elsewhere):
   source = copy_working_tree(tmp_path_factory.mktemp('editable_source'))
   venv, _ = fresh_venv(tmp_path_factory.mktemp('editable') / 'venv')
-  run([venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '--no-build-isolation', '--no-index', '-e',
-       source], venv, 'the editable install')
+  run([
+      venv / 'bin' / 'python', '-m', 'pip', 'install', '--no-deps', '--no-build-isolation', '--no-index', '-e', source
+  ], venv, 'the editable install')
   code = "import uvf, launcher\nprint(uvf.__file__)\nprint(launcher.resolve_config_path('ant_maze.gin'))"
   lines = python_lines(venv, code, elsewhere, 'importing the editable install')
   assert lines == [str(source / 'uvf' / '__init__.py'), str(source / 'configs' / 'ant_maze.gin')]

@@ -34,8 +34,8 @@ _EXTERNAL_DIR = re.compile(r'(?:\.\./)?shared/reference|\.\./shared\b')
 # `[` and `]` are matched too so that placeholders and globs (`configs/<task>.gin`, `docs/*.json`) can be recognised
 # and skipped instead of being cut short. The look-behind keeps out the tail of a longer path or URL
 # (`research/efficient-hrl/configs/base_uvf.gin`, `github.com/deepmind/scalable_agent/...`, `../uvf/train.py`).
-TOP_LEVEL = ('uvf', 'scalable_agent', 'rundir', 'launcher', 'reproduction', 'scripts', 'benchmarks', 'configs',
-             'docs', 'tests')
+TOP_LEVEL = ('uvf', 'scalable_agent', 'rundir', 'launcher', 'reproduction', 'scripts', 'benchmarks', 'configs', 'docs',
+             'tests')
 EXTENSIONS = ('.py', '.md', '.gin', '.png', '.csv', '.json', '.sh', '.txt')
 _PATH = re.compile(r'(?<![\w./\-])((?:%s)/[\w./\-<>{}*$\[\]]*)' % '|'.join(TOP_LEVEL))
 # Placeholders: `<task>`, `{a,b}`, globs, `$VAR`, and upper-case words such as `docs/results/NAME.csv`, `GAME` in
@@ -44,8 +44,8 @@ _PLACEHOLDER = re.compile(r'[<>{}*$\[\]]|(?:^|[/_.\-])(?!README|LICENSE|CHANGELO
                           r'(?=[/_.\-]|$)')
 # A path right after the name of another repository is a file of that repository: `deepmind/lab docs/x.md`,
 # `tensorflow/models research/...`, efficient-hrl `scripts/local_train.py` (the original HIRO code's own shorthand).
-_OTHER_REPOSITORY = re.compile(r'(?:(?<![\w./\-])(?!(?:%s)/)[\w.\-]+/[\w.\-]+|efficient-hrl(?:\'s)?)\s[`\'"]?$'
-                               % '|'.join(TOP_LEVEL))
+_OTHER_REPOSITORY = re.compile(r'(?:(?<![\w./\-])(?!(?:%s)/)[\w.\-]+/[\w.\-]+|efficient-hrl(?:\'s)?)\s[`\'"]?$' %
+                               '|'.join(TOP_LEVEL))
 # Where a relative path may resolve besides the repository root and the mentioning file's folder: the config search
 # roots of launcher/gin_config.py (`CONFIG_SEARCH_ROOTS`), so `configs/base_uvf.gin` (the original's
 # `--config_file` argument) and `uvf/configs/base_uvf.gin` (a gin `include`) name configs/uvf/configs/base_uvf.gin.
@@ -54,9 +54,9 @@ _TRAILING = '.,;:!?)\'"`'
 # Markdown links and images: [text](target) or [text](target "title").
 _MD_LINK = re.compile(r'!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)')
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Files.
+
 
 def repository_files():
   """Repository-relative POSIX paths of the files of the working tree that git tracks or would track (not ignored),
@@ -96,6 +96,7 @@ def read(name):
 # ---------------------------------------------------------------------------------------------------------------------
 # What is checked of each file.
 
+
 def python_comments_and_docstrings(text):
   """[(line, text)] of the comments and the module / class / function docstrings of Python source `text`."""
   parts = []
@@ -112,8 +113,7 @@ def python_comments_and_docstrings(text):
   for node in ast.walk(tree):
     if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
       first = node.body[0]
-      if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-          and isinstance(first.value.value, str)):
+      if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
         parts.append((first.lineno, first.value.value))
   return parts
 
@@ -134,6 +134,7 @@ def prose(name, text):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Checkers (also used on crafted input by test_checkers_catch_dangling_references).
+
 
 def _exists(path, base_dir, root):
   """Whether `path` names a file or folder relative to the repository root or to `base_dir` (both in `root`)."""
@@ -223,6 +224,7 @@ def _collect(names, check):
 # ---------------------------------------------------------------------------------------------------------------------
 # Tests.
 
+
 def test_code_cites_no_reference_notes_outside_the_repository():
   problems = _collect(code_files(), external_citations)
   assert not problems, ('Citations of notes outside the repository (cite the paper or the original file by '
@@ -258,8 +260,8 @@ def test_checkers_catch_dangling_references(tmp_path):
           'Not paths: configs/<task>.gin, docs/*.json, research/efficient-hrl/configs/base_uvf.gin, uvf/agents.\n'
           '"""\n\n'
           'x = "docs/not_checked_outside_comments.md"  # but uvf/gone.py is\n')
-  assert external_citations('uvf/a.py', code, tmp_path) == [
-      (1, '../shared/reference'), (1, 'hiro.md'), (1, '../shared/reference/impala.md')]
+  assert external_citations('uvf/a.py', code, tmp_path) == [(1, '../shared/reference'), (1, 'hiro.md'),
+                                                            (1, '../shared/reference/impala.md')]
   assert sorted(dangling_paths('uvf/a.py', code, tmp_path)) == [(3, 'tests/missing.py'), (7, 'uvf/gone.py')]
 
   gin = '# Atari (anchors.md; docs/atari.md)\nexperiment.unroll_length = 20  # configs/nothing.gin\n'
@@ -271,17 +273,18 @@ def test_checkers_catch_dangling_references(tmp_path):
               'Files: docs/hiro/training.md, docs/impala.md and scripts/gone.sh; [root](../uvf/train.py).\n'
               'A path docs/impala.md exists here, a bare peers.md does not.\n')
   assert external_citations('docs/index.md', markdown, tmp_path) == [(5, 'peers.md')]
-  assert dangling_paths('docs/index.md', markdown, tmp_path) == [
-      (3, '[link] hiro/evaluation.md'), (4, 'scripts/gone.sh')]
+  assert dangling_paths('docs/index.md', markdown, tmp_path) == [(3, '[link] hiro/evaluation.md'),
+                                                                 (4, 'scripts/gone.sh')]
 
   # Other repositories' files, placeholders and the config search roots are not dangling; a near miss is.
   (tmp_path / 'configs' / 'uvf' / 'configs').mkdir(parents=True)
   (tmp_path / 'configs' / 'uvf' / 'configs' / 'base_uvf.gin').write_text('')
-  others = ('# deepmind/lab docs/users/python_api.md; efficient-hrl `scripts/local_train.py`; docs/results/NAME.csv;\n'
-            '# docs/results/impala_atari_GAME_curve.csv; configs/base_uvf.gin; uvf/configs/base_uvf.gin; docs/README.md;\n'
-            '# uvf/train.py docs/gone.md; configs/base_uvf.gin.bak.gin\n')
-  assert dangling_paths('configs/y.gin', others, tmp_path) == [
-      (2, 'docs/README.md'), (3, 'docs/gone.md'), (3, 'configs/base_uvf.gin.bak.gin')]
+  others = (
+      '# deepmind/lab docs/users/python_api.md; efficient-hrl `scripts/local_train.py`; docs/results/NAME.csv;\n'
+      '# docs/results/impala_atari_GAME_curve.csv; configs/base_uvf.gin; uvf/configs/base_uvf.gin; docs/README.md;\n'
+      '# uvf/train.py docs/gone.md; configs/base_uvf.gin.bak.gin\n')
+  assert dangling_paths('configs/y.gin', others, tmp_path) == [(2, 'docs/README.md'), (3, 'docs/gone.md'),
+                                                               (3, 'configs/base_uvf.gin.bak.gin')]
 
   # And the real checkers on a dangling file in a scratch copy of a repository layout.
   (tmp_path / 'scripts').mkdir()

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+from pathlib import Path
 import re
 import resource
 import shutil
@@ -21,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from absl import flags
 import numpy as np
@@ -35,13 +35,18 @@ from rundir import errors
 REPO = launcher.REPO_ROOT
 LOG_DIR = None  # set by the `_logs` fixture
 
-HIRO = ['configs/ant_maze.gin'] + [a for b in [
-    'every_n_steps.n = 50', 'every_n_episodes.steps_per_episode = 50', 'train_uvf.max_steps_per_episode = 50',
-    'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
-    'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0', 'train_uvf.log_every_n_steps = 50',
-    'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50'] for a in ('--gin_param', b)]
-IMPALA = ['configs/impala_builtin.gin', '--num_actors=2', '--batch_size=2', '--unroll_length=5', '--width=12',
-          '--height=12', '--gin_param', 'experiment.checkpoint_interval_s = 0']
+HIRO = ['configs/ant_maze.gin'] + [
+    a for b in [
+        'every_n_steps.n = 50', 'every_n_episodes.steps_per_episode = 50', 'train_uvf.max_steps_per_episode = 50',
+        'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
+        'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0', 'train_uvf.log_every_n_steps = 50',
+        'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50'
+    ] for a in ('--gin_param', b)
+]
+IMPALA = [
+    'configs/impala_builtin.gin', '--num_actors=2', '--batch_size=2', '--unroll_length=5', '--width=12', '--height=12',
+    '--gin_param', 'experiment.checkpoint_interval_s = 0'
+]
 
 
 def episodes(n):
@@ -49,22 +54,29 @@ def episodes(n):
   return ['--gin_param', f'train_uvf.num_episodes_train = {n}']
 
 
-_LOGS = iter(range(10 ** 6))
+_LOGS = iter(range(10**6))
 
 
 def start(script, args, preexec=None):
   """Starts `python <script> <args>` in the repository, SIGINT / SIGTERM at their defaults as from a shell, its
   output into files (a pipe nobody reads could block it). Returns (process, stdout path, stderr path)."""
+
   def child():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if preexec is not None:
       preexec()
+
   n = next(_LOGS)
   out, err = LOG_DIR / f'{n}.out', LOG_DIR / f'{n}.err'
   with open(out, 'w') as stdout, open(err, 'w') as stderr:
-    process = subprocess.Popen([sys.executable, script] + list(args), cwd=REPO, stdout=stdout, stderr=stderr,
-                               preexec_fn=child)
+    process = subprocess.Popen(
+        [sys.executable, script] + list(args),
+        cwd=REPO,
+        stdout=stdout,
+        stderr=stderr,
+        # noqa reason: signal settings of the child, before exec; no lock is taken.
+        preexec_fn=child)  # noqa: PLW1509
   return process, out, err
 
 
@@ -138,7 +150,7 @@ def snapshot(directory):
     if path.is_file():
       stat = path.stat()
       files[str(path.relative_to(directory))] = (stat.st_size, stat.st_mtime_ns,
-                                                  hashlib.sha256(path.read_bytes()).hexdigest())
+                                                 hashlib.sha256(path.read_bytes()).hexdigest())
   return files
 
 
@@ -160,15 +172,15 @@ def all_finite(prefix):
 def mount_tmpfs(path, megabytes, options=''):
   """Mounts a tmpfs of `megabytes` MiB at `path`; False if this machine does not allow it."""
   path.mkdir(parents=True, exist_ok=True)
-  return subprocess.run(['mount', '-t', 'tmpfs', '-o', f'{options}size={megabytes}m', 'tmpfs', str(path)],
-                        capture_output=True, check=False).returncode == 0
+  return subprocess.run(['mount', '-t', 'tmpfs', '-o', f'{options}size={megabytes}m', 'tmpfs',
+                         str(path)], capture_output=True, check=False).returncode == 0
 
 
 def unmount(path):
   subprocess.run(['umount', str(path)], check=False)
 
 
-FILE_SIZE_LIMIT = 6 * 2 ** 20  # without a tmpfs: no file may exceed 6 MiB (a policy checkpoint fits, a full one not)
+FILE_SIZE_LIMIT = 6 * 2**20  # without a tmpfs: no file may exceed 6 MiB (a policy checkpoint fits, a full one not)
 
 
 def limit_file_size():
@@ -189,12 +201,13 @@ def launch(program, args):
 
 @pytest.fixture(scope='module', autouse=True)
 def _logs(tmp_path_factory):
-  global LOG_DIR  # pylint: disable=global-statement
+  global LOG_DIR  # noqa: PLW0603  (module state, set once)  pylint: disable=global-statement
   LOG_DIR = tmp_path_factory.mktemp('logs')
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # HIRO.
+
 
 @pytest.fixture(scope='module', name='hiro_run')
 def _hiro_run(tmp_path_factory):
@@ -203,8 +216,11 @@ def _hiro_run(tmp_path_factory):
   root = tmp_path_factory.mktemp('hiro')
   run_dir = root / 'run'
   args = HIRO + ['--gin_param', 'train_uvf.save_interval_secs = 0']
-  refused = [launch('train', args + episodes(2) + ['--gin_param', binding, '--train_dir', str(run_dir)])
-             for binding in ('train_uvf.batch_size = 0', "train_uvf.batch_size = 'abc'")]
+  refused = [
+      launch('train', args + episodes(2) +
+             ['--gin_param', binding, '--train_dir', str(run_dir)])
+      for binding in ('train_uvf.batch_size = 0', "train_uvf.batch_size = 'abc'")
+  ]
   existed = run_dir.exists()
   result = train(args + episodes(2) + ['--train_dir', str(run_dir)])
   assert result.code == 0, result
@@ -252,8 +268,9 @@ def test_hiro_corrupt_newest_resumes_from_the_newest_readable(hiro_run, tmp_path
   assert after['model.ckpt-200.data-00000-of-00001.corrupt'] == before['model.ckpt-200.data-00000-of-00001']
   assert after['model.ckpt-200.index.corrupt'] == before['model.ckpt-200.index']
   # The resumed run does not write policy/model.ckpt-200 again; the files of the earlier run are untouched.
-  assert_unchanged(before, after, [n for n in before if n.startswith('policy/model.ckpt-')] + [
-      'model.ckpt-150.index', 'model.ckpt-150.data-00000-of-00001', 'run.json', 'config.gin', 'operative_config.gin'])
+  assert_unchanged(
+      before, after, [n for n in before if n.startswith('policy/model.ckpt-')] +
+      ['model.ckpt-150.index', 'model.ckpt-150.data-00000-of-00001', 'run.json', 'config.gin', 'operative_config.gin'])
   assert checkpoints_in(run_dir) == [150, 200] and tf.train.latest_checkpoint(str(run_dir)).endswith('-200')
 
 
@@ -273,14 +290,18 @@ def test_hiro_unreadable_or_unsupported_checkpoints_are_refused_unchanged(hiro_r
     path.unlink()
   for path in cases['tf1_original'].glob('model.ckpt-*'):
     path.unlink()
-  checkpoints.export_tf1_policy({'global_step': tf.constant(300, tf.int64),
-                                 'uvf_agent/critic_net/states/states_1/weights/Adam': tf.zeros([2, 3])},
-                                str(cases['tf1_original'] / 'model.ckpt-300'))
-  expected = {'none_readable': 'holds full checkpoints but none is readable (model.ckpt-200: ',
-              'policy_only': 'it holds no full checkpoint model.ckpt-<step>, but it holds policy checkpoints up to '
-                             'step 200',
-              'tf1_original': 'is an original TF1 (efficient-hrl) full training checkpoint: resuming it as a run is '
-                              'not supported'}
+  checkpoints.export_tf1_policy(
+      {
+          'global_step': tf.constant(300, tf.int64),
+          'uvf_agent/critic_net/states/states_1/weights/Adam': tf.zeros([2, 3])
+      }, str(cases['tf1_original'] / 'model.ckpt-300'))
+  expected = {
+      'none_readable': 'holds full checkpoints but none is readable (model.ckpt-200: ',
+      'policy_only': 'it holds no full checkpoint model.ckpt-<step>, but it holds policy checkpoints up to '
+                     'step 200',
+      'tf1_original': 'is an original TF1 (efficient-hrl) full training checkpoint: resuming it as a run is '
+                      'not supported'
+  }
   for case, run_dir in cases.items():
     before = snapshot(run_dir)
     with pytest.raises(errors.RunDirectoryError) as info:
@@ -294,7 +315,6 @@ def test_hiro_full_disk(tmp_path):
   """The disk fills during a save: one message naming the directory, the size needed and what is free; what the save
   left is removed; the previous checkpoint is intact; the rerun is refused at its start with what it needs (before:
   a ResourceExhaustedError traceback, a model.ckpt-N_temp folder left, and the rerun died on it)."""
-  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
   disk = tmp_path / 'disk'
   mounted = mount_tmpfs(disk, 36)
   try:
@@ -317,8 +337,11 @@ def test_hiro_full_disk(tmp_path):
     again = train(args)
     assert again.code == launcher.EXIT_RUN_DIR, again
     assert 'not enough disk space' in again.err and 'they need 11.' in again.err
-    assert {k: v for k, v in snapshot(run_dir).items() if k != 'run.lock'} == {
-        k: v for k, v in before.items() if k != 'run.lock'}
+    assert {
+        k: v for k, v in snapshot(run_dir).items() if k != 'run.lock'
+    } == {
+        k: v for k, v in before.items() if k != 'run.lock'
+    }
   finally:
     if mounted:
       unmount(disk)
@@ -339,8 +362,13 @@ def test_hiro_sigterm_second_training_lost_index_and_continuation(tmp_path):
   assert step % 50 == 0 and checkpoints_in(run_dir) == [step]  # the stop's checkpoint (otherwise every 300 s)
   assert 'stopped by SIGTERM after writing the checkpoint' in result.err
   (run_dir / 'checkpoint').unlink()
-  (run_dir / 'run.lock').write_text(json.dumps({'host': os.uname().nodename, 'pid': 999999999,
-                                                'started': '2026-01-01T00:00:00', 'command': ['killed']}))
+  (run_dir / 'run.lock').write_text(
+      json.dumps({
+          'host': os.uname().nodename,
+          'pid': 999999999,
+          'started': '2026-01-01T00:00:00',
+          'command': ['killed']
+      }))
   before = snapshot(run_dir)
   more = train(HIRO + episodes(step // 50 - 1) + ['--train_dir', str(run_dir)])
   assert more.code == 0, more
@@ -349,8 +377,8 @@ def test_hiro_sigterm_second_training_lost_index_and_continuation(tmp_path):
   assert f'Resumed from {run_dir}/model.ckpt-{step} at global step {step}.' in more.out
   assert f'global step {step + 50} / {step + 50}' in more.out
   after = snapshot(run_dir)
-  assert_unchanged(before, after, [n for n in before if n.startswith(('policy/model.ckpt-', f'model.ckpt-{step}.'))]
-                   + ['run.json', 'operative_config.gin'])
+  assert_unchanged(before, after, [n for n in before if n.startswith(('policy/model.ckpt-', f'model.ckpt-{step}.'))] +
+                   ['run.json', 'operative_config.gin'])
   assert checkpoints_in(run_dir) == [step, step + 50]
   assert tf.train.latest_checkpoint(str(run_dir)).endswith(f'model.ckpt-{step + 50}')
 
@@ -359,14 +387,14 @@ def _hiro_policy(hiro_run):
   """Fresh policy variables of the fixture's configuration (`uvf.build.build_agents`): ((uvf_agent, meta_agent,
   state_preprocess), counters, {TF1 name: variable})."""
   from uvf import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from uvf import representation  # pylint: disable=g-import-not-at-top
   from uvf import build as build_lib  # pylint: disable=g-import-not-at-top
+  from uvf import representation  # pylint: disable=g-import-not-at-top
   from uvf.environments import create_maze_env  # pylint: disable=g-import-not-at-top
   launcher.register_configurables()
   launcher.parse_gin([REPO / 'configs' / 'ant_maze.gin'], [a for a in hiro_run['args'][1:] if a != '--gin_param'])
-  meta, uvf_agent, state_preprocess, _ = build_lib.build_agents(
-      create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
-      representation.InverseDynamics)
+  meta, uvf_agent, state_preprocess, _ = build_lib.build_agents(create_maze_env.create_maze_env(), agent_lib.UvfAgent,
+                                                                agent_lib.MetaAgent, representation.StatePreprocess,
+                                                                representation.InverseDynamics)
   counters = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
   return ((uvf_agent, meta, state_preprocess), counters,
           build_lib.policy_variables_by_tf1_name(uvf_agent, meta, state_preprocess, *counters))
@@ -374,8 +402,8 @@ def _hiro_policy(hiro_run):
 
 def test_policy_from_a_full_checkpoint_is_the_policy_checkpoint_of_its_step(hiro_run):
   """The policy run_eval reads from full checkpoint 200 is the one training wrote to policy/model.ckpt-200."""
-  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
   from uvf import build as build_lib  # pylint: disable=g-import-not-at-top
+  from uvf import checkpoints  # pylint: disable=g-import-not-at-top
   parts, counters, from_full = _hiro_policy(hiro_run)
   build_lib.restore_policy_from_full_checkpoint(str(hiro_run['dir'] / 'model.ckpt-200'), *parts, *counters)
   _, _, from_policy = _hiro_policy(hiro_run)
@@ -393,17 +421,24 @@ def test_run_eval_reads_full_training_checkpoints(hiro_run):
   _, _, variables = _hiro_policy(hiro_run)
   checkpoints.restore_policy(str(hiro_run['dir'] / 'policy' / 'model.ckpt-200'), variables)
   tf1_full = hiro_run['root'] / 'original' / 'model.ckpt-200'
-  checkpoints.export_tf1_policy(dict(variables, **{
-      'uvf_agent/critic_net/states/states_1/weights/Adam': tf.zeros([45, 400]), 'num_updates': tf.constant(7)}),
-                                str(tf1_full))
+  checkpoints.export_tf1_policy(
+      dict(variables, **{
+          'uvf_agent/critic_net/states/states_1/weights/Adam': tf.zeros([45, 400]),
+          'num_updates': tf.constant(7)
+      }), str(tf1_full))
   assert checkpoints.checkpoint_kind(str(tf1_full)) == checkpoints.KIND_FULL_TF1
   assert checkpoints.checkpoint_kind(str(hiro_run['dir'] / 'model.ckpt-200')) == checkpoints.KIND_FULL
   eval_dir = hiro_run['root'] / 'eval_full'
   for path in (hiro_run['dir'] / 'model.ckpt-200', tf1_full):
-    code, out, err = launch('eval', hiro_run['args'] + episodes(2) + [
-        '--train_dir', str(hiro_run['dir']), '--eval_dir', str(eval_dir), '--checkpoint_path', str(path),
-        '--gin_param', 'evaluate.num_episodes_eval = 2', '--gin_param', "evaluate.eval_modes = ['eval1']",
-        '--gin_param', 'evaluate.max_steps_per_episode = 10', '--gin_param', 'evaluate.num_threads = 1'])
+    code, out, err = launch(
+        'eval', hiro_run['args'] + episodes(2) + [
+            '--train_dir',
+            str(hiro_run['dir']), '--eval_dir',
+            str(eval_dir), '--checkpoint_path',
+            str(path), '--gin_param', 'evaluate.num_episodes_eval = 2', '--gin_param',
+            "evaluate.eval_modes = ['eval1']", '--gin_param', 'evaluate.max_steps_per_episode = 10', '--gin_param',
+            'evaluate.num_threads = 1'
+        ])
     assert code == 0, err
     assert f'Evaluation of {path} (global step 200)' in out
   rows = json.loads((eval_dir / 'results.json').read_text())
@@ -417,8 +452,11 @@ def test_export_tf1_policy_keeps_file_system_urls():
   """export_tf1_policy to a ram:// path (before: os.path.abspath wrote its index file into ./ram:/...)."""
   from uvf import checkpoints  # pylint: disable=g-import-not-at-top
   path = 'ram://exported/policy/model.ckpt-7'
-  written = checkpoints.export_tf1_policy({'global_step': tf.constant(7, tf.int64), 'uvf_agent/action_context_0':
-                                           tf.constant([1., 2.])}, path)
+  written = checkpoints.export_tf1_policy(
+      {
+          'global_step': tf.constant(7, tf.int64),
+          'uvf_agent/action_context_0': tf.constant([1., 2.])
+      }, path)
   assert written == path and tf.io.gfile.exists(path + '.index')
   assert not Path('ram:').exists()
   assert tf.train.latest_checkpoint('ram://exported/policy') == path
@@ -427,6 +465,7 @@ def test_export_tf1_policy_keeps_file_system_urls():
 
 # --------------------------------------------------------------------------------------------------------------------
 # IMPALA.
+
 
 def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
   """--num_actors=0 is one line, exit 2, nothing written (before: a 43-line traceback and run.json written); the
@@ -437,7 +476,8 @@ def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
   code, _, err = launch('train', args + ['--num_actors=0'])
   assert code == launcher.EXIT_USAGE, err
   assert launcher_lines(err) == [
-      'run_train: error: num_actors must be >= 1, got 0 (experiment.num_actors, --num_actors).']
+      'run_train: error: num_actors must be >= 1, got 0 (experiment.num_actors, --num_actors).'
+  ]
   assert not run_dir.exists()
   result = second_training_then_signal(args, r'Frames \d+ / 1000000 ', signal.SIGINT)
   stopped = re.search(r'Interrupted at (\d+) environment frames of 1000000 \(SIGINT\)', result.err)
@@ -463,8 +503,8 @@ def test_impala_divergence_stops_before_a_non_finite_checkpoint(tmp_path):
 
 def _impala_learner(checkpoint_interval_s=600.):
   from scalable_agent import settings as settings_lib  # pylint: disable=g-import-not-at-top
-  settings = settings_lib.Settings(level_name='builtin/find_object', width=12, height=12, batch_size=2,
-                                   unroll_length=3, num_action_repeats=1, checkpoint_interval_s=checkpoint_interval_s)
+  settings = settings_lib.Settings(level_name='builtin/find_object', width=12, height=12, batch_size=2, unroll_length=3,
+                                   num_action_repeats=1, checkpoint_interval_s=checkpoint_interval_s)
   return (settings,) + settings_lib.make_agent_and_learner(settings, settings.level_name)
 
 
@@ -503,8 +543,8 @@ def test_impala_lost_index_and_corrupt_newest_resume_from_the_newest_readable(tm
   assert manager.latest_checkpoint == str(tmp_path / 'model.ckpt-10')
   learner.num_environment_frames.assign(20)
   checkpoints.save(manager)  # the frame number of the corrupt one: it is not overwritten
-  assert snapshot(tmp_path)['model.ckpt-20.data-00000-of-00001.corrupt'] == after[
-      'model.ckpt-20.data-00000-of-00001.corrupt']
+  assert snapshot(
+      tmp_path)['model.ckpt-20.data-00000-of-00001.corrupt'] == after['model.ckpt-20.data-00000-of-00001.corrupt']
   assert checkpoints_in(tmp_path) == [0, 10, 20] and checkpoints.restore_latest(manager).endswith('model.ckpt-20')
   # Only checkpoints set aside: a refusal, never a fresh start.
   for path in tmp_path.glob('model.ckpt-*.index'):
@@ -557,14 +597,17 @@ def test_impala_longer_rerun_continues_and_another_change_is_refused(tmp_path):
   launcher.write_manifest(run_dir, first.manifest)
   fv = flags.FlagValues()
   launcher.define_flags(fv)
-  longer = launcher.plan('train', fv(['run_train.py'] + IMPALA[:-2] + ['--total_environment_frames=80',
-                                                                        '--train_dir', str(run_dir)]), fv)
-  assert longer.resumes and longer.continues == ['experiment.total_environment_frames: 60 -> 80',
-                                                 'experiment.checkpoint_interval_s: 0 -> (default)']
+  longer = launcher.plan(
+      'train',
+      fv(['run_train.py'] + IMPALA[:-2] +
+         ['--total_environment_frames=80', '--train_dir', str(run_dir)]), fv)
+  assert longer.resumes and longer.continues == [
+      'experiment.total_environment_frames: 60 -> 80', 'experiment.checkpoint_interval_s: 0 -> (default)'
+  ]
   fv = flags.FlagValues()
   launcher.define_flags(fv)
   with pytest.raises(launcher.LaunchError, match=r'another configuration.*\n  -experiment.batch_size = 2\n'
-                                                 r'  \+experiment.batch_size = 4'):
+                     r'  \+experiment.batch_size = 4'):
     launcher.plan('train', fv(['run_train.py'] + args + ['--batch_size=4']), fv)
 
 
@@ -627,7 +670,7 @@ def test_an_actor_reports_non_finite_logits(tmp_path):
   for variable in agent.trainable_variables:
     variable.assign(tf.fill(variable.shape, np.nan))
   constructor = environments.environment_constructor(settings.level_name, seed=1, width=12, height=12,
-                                                      num_action_repeats=1)
+                                                     num_action_repeats=1)
   actor = actor_lib.Actor(settings.level_name, environments.FlowEnvironment(constructor.env_type(**constructor.kwargs)),
                           actor_lib.numpy_policy(agent), 3, actor_lib.initial_agent_state(),
                           actor_lib.initial_agent_output(agent.num_actions))

@@ -16,35 +16,43 @@ import threading
 import time
 
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, 'scripts'))
 
-import figures.curves  # pylint: disable=g-import-not-at-top,wrong-import-position
-import reproduce  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import plan as plans  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import seeds  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduction import status  # pylint: disable=g-import-not-at-top,wrong-import-position
+import reproduce  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+
+import figures.curves  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import plan as plans  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import processes  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import progress  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import protocol  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import seeds  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduction import status  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 EPISODE = 50
 STEPS = 600  # 12 episodes of 50 steps: the runs stop at 700
 POLICY_EVERY = 200  # policy checkpoints 200, 400, 600
 MODES = ('eval1', 'eval2', 'eval3')
-TINY = ['--gin_param', f'RESET_EPISODE_PERIOD = {EPISODE}', '--gin_param', 'train_uvf.initial_episodes = 1',
-        '--gin_param', 'train_uvf.batch_size = 16', '--gin_param', 'agent/CircularBuffer.buffer_size = 1000',
-        '--gin_param', 'meta/CircularBuffer.buffer_size = 200', '--gin_param', 'train_uvf.save_interval_secs = 0',
-        '--gin_param', 'train_uvf.log_every_n_steps = 100', '--gin_param', 'train_uvf.steps_per_call = 50']
+TINY = [
+    '--gin_param', f'RESET_EPISODE_PERIOD = {EPISODE}', '--gin_param', 'train_uvf.initial_episodes = 1', '--gin_param',
+    'train_uvf.batch_size = 16', '--gin_param', 'agent/CircularBuffer.buffer_size = 1000', '--gin_param',
+    'meta/CircularBuffer.buffer_size = 200', '--gin_param', 'train_uvf.save_interval_secs = 0', '--gin_param',
+    'train_uvf.log_every_n_steps = 100', '--gin_param', 'train_uvf.steps_per_call = 50'
+]
 
 
 def kit_command(root, seeds=2, extra=(), steps=STEPS):
-  return [sys.executable, os.path.join(REPO, 'scripts', 'reproduce.py'), 'configs/ant_maze.gin', '--seeds',
-          str(seeds), '--steps', str(steps), '--root', str(root), '--policy_every', str(POLICY_EVERY),
-          '--eval_episodes', '2', '--poll_secs', '0.5', '--report_every', '0'] + TINY + list(extra)
+  return [
+      sys.executable,
+      os.path.join(REPO, 'scripts', 'reproduce.py'), 'configs/ant_maze.gin', '--seeds',
+      str(seeds), '--steps',
+      str(steps), '--root',
+      str(root), '--policy_every',
+      str(POLICY_EVERY), '--eval_episodes', '2', '--poll_secs', '0.5', '--report_every', '0'
+  ] + TINY + list(extra)
 
 
 class Kit(object):
@@ -52,9 +60,16 @@ class Kit(object):
 
   def __init__(self, command, new_session=False):
     # SIGHUP at its default, as in a terminal, even under `nohup` (an ignored SIGHUP stays ignored in the kit).
-    self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), start_new_session=new_session,
-                                    preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+    self.process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+        start_new_session=new_session,
+        # noqa reason: signal settings of the child, before exec; no lock is taken.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))  # noqa: PLW1509
     self.lines, self._queue = [], queue.Queue()
     threading.Thread(target=self._read, daemon=True).start()
 
@@ -117,6 +132,7 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
           layout[seed] = (os.sched_getaffinity(pid), environ.get(b'TF_NUM_INTRAOP_THREADS'),
                           environ.get(b'TF_NUM_INTEROP_THREADS'))
       return len(paused) == 2
+
     wait_until(freeze, 'both trainings midway')
     # Two seeds at once on this machine's cores: each training pinned to its own cores, one TensorFlow thread per
     # core it has (docs/hiro/training.md, "Process layout").
@@ -161,8 +177,10 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
     assert list(progress.policy_steps(train_dir)) == expected_steps
     with open(os.path.join(train_dir, 'run.json')) as f:
       bindings = json.load(f)['bindings']
-    assert bindings[-3:] == [f'train_uvf.seed = {seed}', f'train_uvf.save_policy_every_n_steps = {POLICY_EVERY}',
-                             f'train_uvf.num_episodes_train = {STEPS // EPISODE}']
+    assert bindings[-3:] == [
+        f'train_uvf.seed = {seed}', f'train_uvf.save_policy_every_n_steps = {POLICY_EVERY}',
+        f'train_uvf.num_episodes_train = {STEPS // EPISODE}'
+    ]
     with open(os.path.join(train_dir, 'eval', 'results.json')) as f:
       rows = json.load(f)
     # Every checkpoint evaluated exactly once in every mode, over 2 episodes.
@@ -183,8 +201,12 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
     assert float(table[mode]['best_success_se']) == pytest.approx(np.std(bests, ddof=1) / np.sqrt(2))
     assert (table[mode]['seeds'], table[mode]['complete'], table[mode]['budget']) == ('2', '2', str(STEPS))
     for step in expected_steps:
-      distances = [r['mean_final_distance'] for rows in seed_rows.values() for r in rows
-                   if r['mode'] == mode and r['step'] == step]
+      distances = [
+          r['mean_final_distance']
+          for rows in seed_rows.values()
+          for r in rows
+          if r['mode'] == mode and r['step'] == step
+      ]
       curve = [c for c in curves if c['mode'] == mode and int(c['step']) == step]
       assert len(curve) == 1 and curve[0]['seeds'] == '2'
       assert float(curve[0]['final_distance_mean']) == pytest.approx(np.mean(distances))
@@ -198,15 +220,21 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   drawn = figures.curves.read_png(png_path)['description']
   assert drawn['size'] == size
   assert drawn['title'] == f'AntMaze (ant_maze): 2 seeds, {STEPS} steps; paper 0.99 ± 0.01 at 10M (Table 1)'
-  assert [p['title'].split(' (goal')[0] for p in drawn['panels']] == [
-      'success rate, eval3', 'success rate, eval1', 'success rate, eval2', 'mean final distance, eval3']
+  assert [p['title'].split(' (goal')[0] for p in drawn['panels']
+         ] == ['success rate, eval3', 'success rate, eval1', 'success rate, eval2', 'mean final distance, eval3']
   for panel, mode, key in zip(drawn['panels'], ('eval3', 'eval1', 'eval2', 'eval3'),
                               ('success_rate',) * 3 + ('mean_final_distance',)):
-    assert [(s['label'], s['points'], s['x']) for s in panel['series'][:3]] == [
-        ('seed 0', 3, expected_steps[::2]), ('seed 1', 3, expected_steps[::2]),
-        ('mean over 2 seeds ± s.e.', 3, expected_steps[::2])]
-    means = [np.mean([r[key] for rows in seed_rows.values() for r in rows if r['mode'] == mode and r['step'] == step])
-             for step in expected_steps]
+    assert [(s['label'], s['points'], s['x']) for s in panel['series'][:3]] == [('seed 0', 3, expected_steps[::2]),
+                                                                                ('seed 1', 3, expected_steps[::2]),
+                                                                                ('mean over 2 seeds ± s.e.', 3,
+                                                                                 expected_steps[::2])]
+    means = [
+        np.mean([r[key]
+                 for rows in seed_rows.values()
+                 for r in rows
+                 if r['mode'] == mode and r['step'] == step])
+        for step in expected_steps
+    ]
     assert panel['series'][2]['y'] == [pytest.approx(min(means)), pytest.approx(max(means))]
   assert drawn['panels'][0]['hlines'][0]['value'] == 0.99
 
@@ -231,8 +259,8 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
 
   # --export_best: the best eval3 policy over both seeds (re-computed here from the results files) is copied out;
   # its re-evaluation with the recorded command, in a fresh eval directory, gives the same result.
-  expected = max(((seed, r) for seed, rows in seed_rows.items() for r in rows if r['mode'] == 'eval3'),
-                 key=lambda sr: (sr[1]['success_rate'], -sr[1]['mean_final_distance'], -sr[1]['step'], -sr[0]))
+  expected = max(((seed, r) for seed, rows in seed_rows.items() for r in rows if r['mode'] == 'eval3'), key=lambda sr:
+                 (sr[1]['success_rate'], -sr[1]['mean_final_distance'], -sr[1]['step'], -sr[0]))
   export = str(tmp_path / 'best')
   assert reproduce.main(kit_command(root, extra=['--export_best', export])[2:]) == 0
   assert f'seed {expected[0]}, step {expected[1]["step"]:,}' in capsys.readouterr().out
@@ -249,8 +277,8 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   assert again.returncode == 0, again.stderr[-3000:]
   with open(tmp_path / 'reevaluated' / 'results.json') as f:
     (again_row,) = [r for r in json.load(f) if r['mode'] == 'eval3']
-  assert (again_row['step'], again_row['success_rate'], again_row['mean_final_distance']) == (
-      info['step'], info['success_rate'], info['mean_final_distance'])
+  assert (again_row['step'], again_row['success_rate'],
+          again_row['mean_final_distance']) == (info['step'], info['success_rate'], info['mean_final_distance'])
 
   # --status (in this process: the same main), read-only: both seeds done, 3/3 evaluated.
   before = sorted(os.listdir(root))
@@ -326,9 +354,10 @@ def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
   again = Kit(kit_command(root, seeds=2, extra=['--parallel', '2'], steps=steps))
   try:
     for seed in (0, 1):
-      wait_until(lambda seed=seed: f'Resumed from {root}/seed_{seed}/model.ckpt-{stopped_at[seed]} at global step '
-                 f'{stopped_at[seed]}.' in open(os.path.join(root, 'logs', f'seed_{seed}.train.log')).read(),
-                 f'seed {seed} resumed')
+      wait_until(
+          lambda seed=seed: f'Resumed from {root}/seed_{seed}/model.ckpt-{stopped_at[seed]} at global step '
+          f'{stopped_at[seed]}.' in open(os.path.join(root, 'logs', f'seed_{seed}.train.log')).read(),
+          f'seed {seed} resumed')
   finally:
     again.process.send_signal(signal.SIGINT)
     assert again.process.wait(timeout=300) == 130, again.output()[-3000:]
@@ -355,12 +384,12 @@ def test_kit_user_errors_of_only_seeds_and_results_from(tmp_path):
                         '0,eval2,"[0.0, 19.0]",200,0.0,19.0,2\n')
   not_a_table = tmp_path / 'x.csv'
   not_a_table.write_text('step,success\n200,0.5\n')
-  for extra, message in (
-      (['--only_seeds', '2'], '--only_seeds 2: give seeds of 0..1 (--seeds 2)'),
-      (['--only_seeds', 'one'], '--only_seeds one: give seeds of 0..1'),
-      (['--results_from', str(tmp_path / 'none.csv')], 'none.csv: no such file'),
-      (['--results_from', str(wrong_task)], "its eval2 goal [0.0, 19.0] is not this task's"),
-      (['--results_from', str(not_a_table)], 'not a per_seed.csv of the kit (no column seed, mode, goal')):
+  for extra, message in ((['--only_seeds', '2'], '--only_seeds 2: give seeds of 0..1 (--seeds 2)'),
+                         (['--only_seeds', 'one'], '--only_seeds one: give seeds of 0..1'),
+                         (['--results_from', str(tmp_path / 'none.csv')], 'none.csv: no such file'),
+                         (['--results_from', str(wrong_task)], "its eval2 goal [0.0, 19.0] is not this task's"),
+                         (['--results_from',
+                           str(not_a_table)], 'not a per_seed.csv of the kit (no column seed, mode, goal')):
     result = subprocess.run(kit_command(tmp_path / 'r', extra=extra), cwd=REPO, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 2 and message in result.stderr, (extra, result.stderr)
@@ -373,11 +402,20 @@ def test_kit_runs_only_some_seeds_and_aggregates_seeds_run_elsewhere(tmp_path, c
   root = str(tmp_path / 'r')
   imported = tmp_path / 'per_seed.csv'
   goals = {'eval1': '"[16.0, 0.0]"', 'eval2': '"[16.0, 16.0]"', 'eval3': '"[0.0, 16.0]"'}
-  seed0 = {('eval1', 200): 0.5, ('eval1', 400): 0.0, ('eval1', 600): 0.5, ('eval2', 200): 0.0, ('eval2', 400): 0.0,
-           ('eval2', 600): 0.5, ('eval3', 200): 0.0, ('eval3', 400): 1.0, ('eval3', 600): 0.5}
-  imported.write_text('seed,mode,goal,step,success_rate,mean_final_distance,num_episodes\n' + ''.join(
-      f'0,{mode},{goals[mode]},{step},{success},{0.0 if success == 1.0 else 3.0},2\n'
-      for (mode, step), success in seed0.items()))
+  seed0 = {
+      ('eval1', 200): 0.5,
+      ('eval1', 400): 0.0,
+      ('eval1', 600): 0.5,
+      ('eval2', 200): 0.0,
+      ('eval2', 400): 0.0,
+      ('eval2', 600): 0.5,
+      ('eval3', 200): 0.0,
+      ('eval3', 400): 1.0,
+      ('eval3', 600): 0.5
+  }
+  imported.write_text('seed,mode,goal,step,success_rate,mean_final_distance,num_episodes\n' +
+                      ''.join(f'0,{mode},{goals[mode]},{step},{success},{0.0 if success == 1.0 else 3.0},2\n'
+                              for (mode, step), success in seed0.items()))
   extra = ['--only_seeds', '1', '--results_from', str(imported)]
   kit = Kit(kit_command(root, extra=extra))
   assert kit.process.wait(timeout=900) == 0, kit.output()[-3000:]
@@ -394,8 +432,10 @@ def test_kit_runs_only_some_seeds_and_aggregates_seeds_run_elsewhere(tmp_path, c
   with open(os.path.join(root, 'aggregate', 'table1.csv')) as f:
     table = {r['mode']: r for r in csv.DictReader(f)}
   for mode in MODES:
-    bests = [max(v for (m, _), v in seed0.items() if m == mode),
-             max(r['success_rate'] for r in rows1 if r['mode'] == mode)]
+    bests = [
+        max(v for (m, _), v in seed0.items() if m == mode),
+        max(r['success_rate'] for r in rows1 if r['mode'] == mode)
+    ]
     assert float(table[mode]['best_success_mean']) == pytest.approx(np.mean(bests))
     assert float(table[mode]['best_success_se']) == pytest.approx(np.std(bests, ddof=1) / np.sqrt(2))
     assert (table[mode]['seeds'], table[mode]['complete']) == ('2', '2')
@@ -525,8 +565,16 @@ def test_status_reads_the_progress_file_the_locks_and_the_checkpoints(tmp_path):
   now = time.time()
   os.makedirs(specs[0].train_dir)
   with open(os.path.join(specs[0].train_dir, 'progress.json'), 'w') as f:
-    json.dump({'step': 122_000, 'total_steps': 3_000_100, 'rate': 200.0, 'eta_s': 14_390.5, 'time': now - 5,
-               'pid': 1, 'state': 'running'}, f)
+    json.dump(
+        {
+            'step': 122_000,
+            'total_steps': 3_000_100,
+            'rate': 200.0,
+            'eta_s': 14_390.5,
+            'time': now - 5,
+            'pid': 1,
+            'state': 'running'
+        }, f)
   os.makedirs(os.path.join(specs[1].train_dir, 'policy'))
   for directory, step in ((os.path.join(specs[1].train_dir, 'policy'), 100_000), (specs[1].train_dir, 120_000)):
     for suffix in ('.index', '.data-00000-of-00001'):
@@ -535,16 +583,17 @@ def test_status_reads_the_progress_file_the_locks_and_the_checkpoints(tmp_path):
     f.write('model_checkpoint_path: "model.ckpt-120000"\n')
   protocol_ = protocol.Protocol(task='AntMaze', modes=('eval3',), goals={'eval3': [0., 16.]}, primary_mode='eval3',
                                 max_steps_per_episode=500, eval_episodes=50, paper=protocol.PAPER_TABLE1['AntMaze'])
-  plan = plans.Plan(root=root, name='ant_maze', protocol=protocol_, specs=specs, resumes={}, manifest={},
-                    parallel=1, budget=3_000_000)
+  plan = plans.Plan(root=root, name='ant_maze', protocol=protocol_, specs=specs, resumes={}, manifest={}, parallel=1,
+                    budget=3_000_000)
   process = hold(tmp_path, specs[0].train_dir, kit_spec=specs[0])
   try:
     lines = status.status_table(plan, now).splitlines()
   finally:
     kill_group(process)
   # 122,000 steps at now - 5 at 200 steps/s: ~123,000 now; (3,000,100 - 123,000) / 200 s = 3h59m left.
-  assert lines[1].split()[:9] == ['0', 'training', '(pid', f'{process.pid})', '~123000', '3000100', '200', '3h59m',
-                                  '0/0']
+  assert lines[1].split()[:9] == [
+      '0', 'training', '(pid', f'{process.pid})', '~123000', '3000100', '200', '3h59m', '0/0'
+  ]
   assert lines[2].split()[:6] == ['1', 'stopped', '(resumes', 'at', '120000)', '120000']
   assert lines[2].split()[7] == '0/1'  # its policy checkpoint, not evaluated
   assert lines[3].split()[:4] == ['2', 'not', 'started', '0']

@@ -13,8 +13,8 @@ import sys
 
 import gin
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
 import figures.curves
 import launcher
@@ -32,15 +32,35 @@ BUDGET = 150_000
 
 
 def row(step, mode, success, distance, episodes=50):
-  return {'step': step, 'mode': mode, 'goal': [0, 16], 'num_episodes': episodes, 'episode_steps': 500,
-          'success_rate': success, 'mean_final_distance': distance, 'checkpoint': f'policy/model.ckpt-{step}'}
+  return {
+      'step': step,
+      'mode': mode,
+      'goal': [0, 16],
+      'num_episodes': episodes,
+      'episode_steps': 500,
+      'success_rate': success,
+      'mean_final_distance': distance,
+      'checkpoint': f'policy/model.ckpt-{step}'
+  }
 
 
 # eval3 success / final distance per seed and step; eval1 is 1 - eval3 with distance 1.
 SEEDS = {
-    0: {50_000: (0.0, 16.0), 100_000: (0.4, 9.0), 150_000: (0.9, 3.0), 200_000: (1.0, 1.0)},
-    1: {50_000: (0.1, 15.0), 100_000: (0.7, 5.0), 150_000: (0.5, 7.0)},
-    2: {50_000: (0.0, 14.0), 100_000: (0.0, 13.0)},
+    0: {
+        50_000: (0.0, 16.0),
+        100_000: (0.4, 9.0),
+        150_000: (0.9, 3.0),
+        200_000: (1.0, 1.0)
+    },
+    1: {
+        50_000: (0.1, 15.0),
+        100_000: (0.7, 5.0),
+        150_000: (0.5, 7.0)
+    },
+    2: {
+        50_000: (0.0, 14.0),
+        100_000: (0.0, 13.0)
+    },
 }
 
 
@@ -65,10 +85,10 @@ def seed_rows(tmp_path):
   return out
 
 
-PROTOCOL = protocol.Protocol(task='AntMaze', modes=('eval1', 'eval3'),
-                                 goals={'eval1': [16., 0.], 'eval3': [0., 16.]}, primary_mode='eval3',
-                                 max_steps_per_episode=500, eval_episodes=50,
-                                 paper=protocol.PAPER_TABLE1['AntMaze'])
+PROTOCOL = protocol.Protocol(task='AntMaze', modes=('eval1', 'eval3'), goals={
+    'eval1': [16., 0.],
+    'eval3': [0., 16.]
+}, primary_mode='eval3', max_steps_per_episode=500, eval_episodes=50, paper=protocol.PAPER_TABLE1['AntMaze'])
 
 
 def test_mean_and_standard_error_hand_worked():
@@ -117,8 +137,12 @@ def test_mean_curve_across_seeds_hand_worked(seed_rows):
   within = results.across_seeds(curves, BUDGET)
   assert [r['step'] for r in within] == [50_000, 100_000, 150_000]
   # Figure 4 view: the peak of the mean curve within the budget is 0.7 at 150k.
-  assert results.figure4(within) == {'peak_success_mean': pytest.approx(0.7), 'peak_step': 150_000,
-                                          'last_step': 150_000, 'last_success_mean': pytest.approx(0.7)}
+  assert results.figure4(within) == {
+      'peak_success_mean': pytest.approx(0.7),
+      'peak_step': 150_000,
+      'last_step': 150_000,
+      'last_success_mean': pytest.approx(0.7)
+  }
 
 
 def test_a_step_evaluated_twice_keeps_its_last_row(tmp_path):
@@ -153,8 +177,7 @@ def test_outputs(seed_rows, tmp_path):
   assert len(per_seed) == 2 * (4 + 3 + 2)  # every evaluation of every seed, both modes, the 200k one included
   with open(paths['summary.json']) as f:
     written = json.load(f)
-  assert written['modes']['eval3']['table1']['per_seed']['1'] == {'success': 0.7, 'step': 100_000,
-                                                                  'last_step': 150_000}
+  assert written['modes']['eval3']['table1']['per_seed']['1'] == {'success': 0.7, 'step': 100_000, 'last_step': 150_000}
   assert written['paper']['success'] == 0.99 and written['primary_mode'] == 'eval3'
   # The PNG: a valid image of the chart's size, and what `figures.curves` drew in it (stored in the PNG).
   with Image.open(paths['png']) as image:
@@ -170,7 +193,8 @@ def test_outputs(seed_rows, tmp_path):
   eval3, eval1, distance = drawn['panels']
   assert [eval3['title'], eval1['title'], distance['title']] == [
       'success rate, eval3 (goal [0.0, 16.0]), the headline mode', 'success rate, eval1 (goal [16.0, 0.0])',
-      'mean final distance, eval3 (goal [0.0, 16.0])']
+      'mean final distance, eval3 (goal [0.0, 16.0])'
+  ]
   labels = ['seed 0', 'seed 1', 'seed 2', 'mean over 3 seeds ± s.e.']
   for panel in drawn['panels']:
     assert [s['label'] for s in panel['series']] == labels
@@ -267,8 +291,15 @@ def test_progress_from_a_hand_written_progress_file(tmp_path):
   train_dir = tmp_path / 'seed_0'
   now = 1_000_000.0
   write_checkpoints(train_dir, now)
-  record = {'step': 122_000, 'total_steps': 3_000_100, 'rate': 200.0, 'eta_s': 14_390.5, 'time': now - 5,
-            'pid': 4321, 'state': 'running'}
+  record = {
+      'step': 122_000,
+      'total_steps': 3_000_100,
+      'rate': 200.0,
+      'eta_s': 14_390.5,
+      'time': now - 5,
+      'pid': 4321,
+      'state': 'running'
+  }
   (train_dir / 'progress.json').write_text(json.dumps(record) + '\n')
   found = progress.read_progress(str(train_dir), now)
   assert (found['steps'], found['rate'], found['updated'], found['state']) == (122_000, 200.0, now - 5, 'running')
@@ -328,8 +359,9 @@ def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
   out = str(tmp_path / 'docs' / 'best')
   exported = export.export_checkpoint(first, out, {'step': 150_000})
   assert exported == os.path.join(out, 'model.ckpt-150000')
-  assert sorted(os.listdir(out)) == ['best_policy.json', 'checkpoint', 'model.ckpt-150000.data-00000-of-00001',
-                                     'model.ckpt-150000.index']
+  assert sorted(os.listdir(out)) == [
+      'best_policy.json', 'checkpoint', 'model.ckpt-150000.data-00000-of-00001', 'model.ckpt-150000.index'
+  ]
   with open(exported + '.data-00000-of-00001', 'rb') as f:
     assert f.read() == b'data first'
   with open(os.path.join(out, 'checkpoint')) as f:
@@ -337,8 +369,9 @@ def test_export_checkpoint_copies_replaces_and_refuses(tmp_path):
   # A better policy later replaces the earlier export entirely.
   second = write_checkpoint(str(tmp_path / 'policy'), 900_000, b'second')
   export.export_checkpoint(second, out, {'step': 900_000})
-  assert sorted(os.listdir(out)) == ['best_policy.json', 'checkpoint', 'model.ckpt-900000.data-00000-of-00001',
-                                     'model.ckpt-900000.index']
+  assert sorted(os.listdir(out)) == [
+      'best_policy.json', 'checkpoint', 'model.ckpt-900000.data-00000-of-00001', 'model.ckpt-900000.index'
+  ]
   with open(os.path.join(out, 'best_policy.json')) as f:
     assert json.load(f) == {'step': 900_000}
   assert sorted(os.listdir(tmp_path / 'docs')) == ['best']  # no temporary directory left
@@ -361,8 +394,10 @@ HELDOUT = {0: {150_000: 0.8}, 1: {50_000: 0.99, 100_000: 0.55, 150_000: 0.45}, 2
 
 
 def heldout_rows():
-  return {seed: [row(step, 'eval3', success, 4.0, episodes=heldout.HELDOUT_EPISODES)
-                 for step, success in points.items()] for seed, points in HELDOUT.items()}
+  return {
+      seed: [row(step, 'eval3', success, 4.0, episodes=heldout.HELDOUT_EPISODES) for step, success in points.items()]
+      for seed, points in HELDOUT.items()
+  }
 
 
 def test_heldout_policies_are_the_selected_best_and_the_final_one(seed_rows):
@@ -370,8 +405,8 @@ def test_heldout_policies_are_the_selected_best_and_the_final_one(seed_rows):
   1's best is 0.7 at 100k, its final 150k; seed 2's best is 0.0 at 50k (the earliest of equal ones) and it has no
   final policy yet (evaluated to 100k only)."""
   curves = {seed: results.seed_curves(rows, ['eval3'])['eval3'] for seed, rows in seed_rows.items()}
-  assert [heldout.heldout_steps(curves[seed], BUDGET) for seed in (0, 1, 2)] == [
-      (150_000, 150_000), (100_000, 150_000), (50_000, None)]
+  assert [heldout.heldout_steps(curves[seed], BUDGET) for seed in (0, 1, 2)] == [(150_000, 150_000), (100_000, 150_000),
+                                                                                 (50_000, None)]
   assert heldout.heldout_steps([], BUDGET) == (None, None)
 
 
@@ -379,12 +414,28 @@ def test_heldout_view_hand_worked(seed_rows):
   result = summary.aggregate(seed_rows, PROTOCOL, BUDGET, heldout_rows())
   view = result['heldout']
   assert view['per_seed'] == {
-      0: {'best_step': 150_000, 'best_selection': 0.9, 'best_heldout': 0.8, 'final_step': 150_000,
-          'final_heldout': 0.8},
-      1: {'best_step': 100_000, 'best_selection': 0.7, 'best_heldout': 0.55, 'final_step': 150_000,
-          'final_heldout': 0.45},
-      2: {'best_step': 50_000, 'best_selection': 0.0, 'best_heldout': 0.0, 'final_step': None,
-          'final_heldout': None}}
+      0: {
+          'best_step': 150_000,
+          'best_selection': 0.9,
+          'best_heldout': 0.8,
+          'final_step': 150_000,
+          'final_heldout': 0.8
+      },
+      1: {
+          'best_step': 100_000,
+          'best_selection': 0.7,
+          'best_heldout': 0.55,
+          'final_step': 150_000,
+          'final_heldout': 0.45
+      },
+      2: {
+          'best_step': 50_000,
+          'best_selection': 0.0,
+          'best_heldout': 0.0,
+          'final_step': None,
+          'final_heldout': None
+      }
+  }
   # best held out: 0.8, 0.55, 0.0: mean 0.45; deviations 0.35, 0.1, -0.45: s^2 = 0.335 / 2, s.e. = s / sqrt(3).
   assert view['best']['seeds'] == 3
   assert view['best']['mean'] == pytest.approx(0.45, abs=1e-12)
@@ -408,12 +459,12 @@ def test_heldout_outputs_and_summary(seed_rows, tmp_path):
     table = {r['mode']: r for r in csv.DictReader(f)}
   primary = table['eval3']
   assert float(primary['best_success_mean']) == pytest.approx(0.533333, abs=1e-6)  # the Table 1 view, unchanged
-  assert (float(primary['heldout_best_mean']), float(primary['heldout_final_mean'])) == (
-      pytest.approx(0.45), pytest.approx(0.625))
-  assert (primary['heldout_best_seeds'], primary['heldout_final_seeds'], primary['seeds_reaching_threshold']) == (
-      '3', '2', '2')
-  assert (primary['heldout_eval_seed'], primary['heldout_episodes']) == (
-      str(heldout.HELDOUT_SEED), str(heldout.HELDOUT_EPISODES))
+  assert (float(primary['heldout_best_mean']), float(primary['heldout_final_mean'])) == (pytest.approx(0.45),
+                                                                                         pytest.approx(0.625))
+  assert (primary['heldout_best_seeds'], primary['heldout_final_seeds'],
+          primary['seeds_reaching_threshold']) == ('3', '2', '2')
+  assert (primary['heldout_eval_seed'], primary['heldout_episodes']) == (str(heldout.HELDOUT_SEED),
+                                                                         str(heldout.HELDOUT_EPISODES))
   assert table['eval1']['heldout_best_mean'] == ''
   with open(paths['heldout.csv']) as f:
     rows = [(int(r['seed']), int(r['step']), r['role'], float(r['success_rate'])) for r in csv.DictReader(f)]
@@ -428,10 +479,12 @@ def test_heldout_outputs_and_summary(seed_rows, tmp_path):
   # The held-out policies in the PNG's headline panel: the best ones at (150k, 0.8), (100k, 0.55), (50k, 0.0); the
   # final ones at (150k, 0.8), (150k, 0.45); seed 1's earlier best (50k, 0.99) is not drawn.
   best, final = figures.curves.read_png(paths['png'])['description']['panels'][0]['series'][4:]
-  assert (best['label'], best['points'], best['x'], best['y']) == (
-      f'a seed\'s best policy, held out ({heldout.HELDOUT_EPISODES} episodes)', 3, [50_000, 150_000], [0.0, 0.8])
-  assert (final['label'], final['points'], final['x'], final['y']) == (
-      f'a seed\'s final policy, held out ({heldout.HELDOUT_EPISODES} episodes)', 2, [150_000, 150_000], [0.45, 0.8])
+  assert (best['label'], best['points'], best['x'],
+          best['y']) == (f'a seed\'s best policy, held out ({heldout.HELDOUT_EPISODES} episodes)', 3, [50_000, 150_000],
+                         [0.0, 0.8])
+  assert (final['label'], final['points'], final['x'],
+          final['y']) == (f'a seed\'s final policy, held out ({heldout.HELDOUT_EPISODES} episodes)', 2,
+                          [150_000, 150_000], [0.45, 0.8])
 
 
 def test_rliable_iqm_and_interval_against_numpy():
@@ -444,8 +497,8 @@ def test_rliable_iqm_and_interval_against_numpy():
   np.random.seed(3)
   x = np.asarray(values)
   resampled = [np.sort(x[np.random.choice(7, (7, 1), replace=True)[:, 0]])[1:-1].mean() for _ in range(1000)]
-  assert (low, high) == (pytest.approx(np.percentile(resampled, 2.5), abs=1e-12),
-                         pytest.approx(np.percentile(resampled, 97.5), abs=1e-12))
+  assert (low, high) == (pytest.approx(np.percentile(resampled, 2.5),
+                                       abs=1e-12), pytest.approx(np.percentile(resampled, 97.5), abs=1e-12))
   state = np.random.get_state()
   statistics.iqm_interval([0.1, 0.2], reps=50, seed=1)
   assert np.array_equal(np.random.get_state()[1], state[1])  # the global generator is left as it was
@@ -473,11 +526,12 @@ def test_markdown_tables_hand_worked(seed_rows, tmp_path):
       f'| ours | final policy (150k), held out | 2 of 3 | 0.62 ± 0.18 (IQM 0.62 {interval([0.8, 0.45])}) |',
       '| ours | seeds whose best as selected reaches 0.5 | 3 | 2 of 3 |',
       '| ours | seeds whose held-out best reaches 0.5 | 3 | 2 of 3 |',
-      '| ours | peak of the mean curve (Figure 4 view) | 3 | 0.70 at 150k |']
+      '| ours | peak of the mean curve (Figure 4 view) | 3 | 0.70 at 150k |'
+  ]
   assert report.seeds_table(result)[2:] == [
-      '| 0 | 0.90 (150k) | 0.80 | 0.80 |',
-      '| 1 | 0.70 (100k) | 0.55 | 0.45 |',
-      '| 2 | 0.00 (50k; evaluated to 100k so far) | 0.00 | - |']
+      '| 0 | 0.90 (150k) | 0.80 | 0.80 |', '| 1 | 0.70 (100k) | 0.55 | 0.45 |',
+      '| 2 | 0.00 (50k; evaluated to 100k so far) | 0.00 | - |'
+  ]
   # The same tables from summary.json (seed keys are strings there), and in the kit's table.md.
   paths = outputs.write_outputs(result, str(tmp_path / 'aggregate'), 'ant_maze')
   with open(paths['summary.json']) as f:
@@ -492,5 +546,6 @@ def test_markdown_tables_hand_worked(seed_rows, tmp_path):
       '| ours | best policy, held out (100 episodes, evaluation seed 1000) | 0 of 4 | n/a |',
       '| ours | final policy (150k), held out | 0 of 4 | n/a |',
       '| ours | seeds whose best as selected reaches 0.5 | 3 of 4 | 2 of 3 |',
-      '| ours | seeds whose held-out best reaches 0.5 | 0 of 4 | n/a |']
+      '| ours | seeds whose held-out best reaches 0.5 | 0 of 4 | n/a |'
+  ]
   assert report.seeds_table(bare)[-1] == '| 3 | not evaluated yet | - | - |'

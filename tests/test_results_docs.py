@@ -52,8 +52,8 @@ def test_headline_rows_state_the_committed_table1_view(task):
   count and budget; and the paper's number beside it."""
   result = _summary(HEADLINE_AGGREGATES[task])
   per_seed = result['modes'][result['primary_mode']]['per_seed']
-  best = np.array([max(row['success'] for row in rows if row['step'] <= result['budget'])
-                   for rows in per_seed.values()])
+  best = np.array(
+      [max(row['success'] for row in rows if row['step'] <= result['budget']) for rows in per_seed.values()])
   ours = f'**{best.mean():.2f} ± {best.std(ddof=1) / np.sqrt(len(best)):.2f}**'
   budget, seeds = summary.steps_label(result['budget']), f'{len(best)} seeds'
   paper = result['paper']

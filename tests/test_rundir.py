@@ -26,7 +26,6 @@ from rundir import storage
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # errors, formatting, storage.
 
@@ -39,19 +38,20 @@ def test_exit_codes_of_the_errors():
   assert (errors.signal_exit_code(2), errors.signal_exit_code(15)) == (130, 143)
 
 
-@pytest.mark.parametrize('n, text', [
-    (None, '?'), (0, '0 bytes'), (812, '812 bytes'), (999, '999 bytes'), (1000, '1.0 KB'), (1234, '1.2 KB'),
-    (459_200_000, '459.2 MB'), (11_560_000, '11.6 MB'), (2_500_000_000, '2.5 GB'), (1.5e12, '1.5 TB'),
-    (2.25e15, '2250.0 TB')])
+@pytest.mark.parametrize('n, text', [(None, '?'), (0, '0 bytes'), (812, '812 bytes'), (999, '999 bytes'),
+                                     (1000, '1.0 KB'), (1234, '1.2 KB'), (459_200_000, '459.2 MB'),
+                                     (11_560_000, '11.6 MB'), (2_500_000_000, '2.5 GB'), (1.5e12, '1.5 TB'),
+                                     (2.25e15, '2250.0 TB')])
 def test_format_bytes(n, text):
   assert formatting.format_bytes(n) == text
 
 
-@pytest.mark.parametrize('seconds, text, short', [
-    (None, '?', '?'), (float('nan'), '?', '?'), (float('inf'), '?', '?'), (-5, '0s', '0s'), (0, '0s', '0s'),
-    (45, '45s', '45s'), (59.9, '59s', '59s'), (60, '1m00s', '1m'), (725, '12m05s', '12m'),
-    (3 * 3600 + 7 * 60 + 5, '3h07m05s', '3h07m'), (2 * 86400 + 3 * 3600 + 7 * 60 + 5, '2d03h07m05s', '2d03h07m'),
-    (86400, '1d00h00m00s', '1d00h00m')])
+@pytest.mark.parametrize('seconds, text, short', [(None, '?', '?'), (float('nan'), '?', '?'), (float('inf'), '?', '?'),
+                                                  (-5, '0s', '0s'), (0, '0s', '0s'), (45, '45s', '45s'),
+                                                  (59.9, '59s', '59s'), (60, '1m00s', '1m'), (725, '12m05s', '12m'),
+                                                  (3 * 3600 + 7 * 60 + 5, '3h07m05s', '3h07m'),
+                                                  (2 * 86400 + 3 * 3600 + 7 * 60 + 5, '2d03h07m05s', '2d03h07m'),
+                                                  (86400, '1d00h00m00s', '1d00h00m')])
 def test_format_duration(seconds, text, short):
   assert formatting.format_duration(seconds) == text
   assert formatting.format_duration(seconds, show_seconds=False) == short
@@ -59,14 +59,15 @@ def test_format_duration(seconds, text, short):
 
 def test_storage_error_of_a_full_disk(tmp_path, monkeypatch):
   usage = collections.namedtuple('usage', 'total used free')
-  monkeypatch.setattr(storage.shutil, 'disk_usage', lambda path: usage(10 ** 9, 10 ** 9 - 5_500_000, 5_500_000))
-  error = storage.storage_error(OSError(errno.ENOSPC, 'No space left on device'), tmp_path,
-                                'the full checkpoint model.ckpt-300', needed=11_560_000,
-                                intact='/runs/a/model.ckpt-200')
+  monkeypatch.setattr(storage.shutil, 'disk_usage', lambda path: usage(10**9, 10**9 - 5_500_000, 5_500_000))
+  error = storage.storage_error(OSError(errno.ENOSPC,
+                                        'No space left on device'), tmp_path, 'the full checkpoint model.ckpt-300',
+                                needed=11_560_000, intact='/runs/a/model.ckpt-200')
   assert isinstance(error, errors.RunDirectoryError) and error.exit_code == 4
-  assert str(error) == (f'writing the full checkpoint model.ckpt-300 into {tmp_path} failed: the disk is full. It '
-                        'needs about 11.6 MB; 5.5 MB free there. The previous checkpoint /runs/a/model.ckpt-200 is intact: '
-                        'free some space and run the same command to resume from it.')
+  assert str(error) == (
+      f'writing the full checkpoint model.ckpt-300 into {tmp_path} failed: the disk is full. It '
+      'needs about 11.6 MB; 5.5 MB free there. The previous checkpoint /runs/a/model.ckpt-200 is intact: '
+      'free some space and run the same command to resume from it.')
   other = storage.storage_error(PermissionError(errno.EACCES, 'Permission denied'), tmp_path, 'a checkpoint')
   assert str(other) == (f'writing a checkpoint into {tmp_path} failed: PermissionError: [Errno 13] Permission denied. '
                         '5.5 MB free there. Free some space (or fix the directory) and run the same command again.')
@@ -113,9 +114,12 @@ def test_a_reader_of_the_holder_does_not_block_a_writer(tmp_path):
   """`current_holder` takes a shared lock for an instant (here: 0.2 s, by hand); a writer starting then waits it out
   instead of reporting the directory in use."""
   (tmp_path / lock.LOCK_FILE).write_text('')
-  reader = subprocess.Popen([sys.executable, '-c', (
-      'import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH); '
-      'print("held", flush=True); time.sleep(0.2)'), str(tmp_path / lock.LOCK_FILE)], stdout=subprocess.PIPE, text=True)
+  reader = subprocess.Popen([
+      sys.executable, '-c',
+      ('import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH); '
+       'print("held", flush=True); time.sleep(0.2)'),
+      str(tmp_path / lock.LOCK_FILE)
+  ], stdout=subprocess.PIPE, text=True)
   try:
     assert reader.stdout.readline().strip() == 'held'
     writer = lock.RunLock(tmp_path)
@@ -148,8 +152,15 @@ def test_progress_round_trip_and_unreadable_files(tmp_path):
   assert progress.read_progress(tmp_path) is None
   assert progress.write_progress(tmp_path, 1200, total_steps=5000, rate=12.5, state='running')
   record = progress.read_progress(tmp_path)
-  assert {k: record[k] for k in ('step', 'total_steps', 'rate', 'state', 'pid')} == {
-      'step': 1200, 'total_steps': 5000, 'rate': 12.5, 'state': 'running', 'pid': os.getpid()}
+  assert {
+      k: record[k] for k in ('step', 'total_steps', 'rate', 'state', 'pid')
+  } == {
+      'step': 1200,
+      'total_steps': 5000,
+      'rate': 12.5,
+      'state': 'running',
+      'pid': os.getpid()
+  }
   assert isinstance(record['time'], float) and os.listdir(tmp_path) == [progress.PROGRESS_FILE]
   (tmp_path / progress.PROGRESS_FILE).write_text('{"step": 12')  # cut short
   assert progress.read_progress(tmp_path) is None
@@ -193,12 +204,13 @@ def test_listing_steps_files_and_bytes(tmp_path):
   assert p[300] == str(tmp_path / 'model.ckpt-300')
   assert checkpoints.list_checkpoints(tmp_path, 'other.ckpt') == [(5, str(tmp_path / 'other.ckpt-5'))]
   assert checkpoints.list_checkpoints(tmp_path / 'missing') == []
-  assert [checkpoints.step_of(tmp_path / name) for name in (
-      'model.ckpt-300', 'model.ckpt-300.index', 'model.ckpt-300.data-00000-of-00001', 'model.ckpt')] == [
-          300, 300, 300, None]
+  assert [
+      checkpoints.step_of(tmp_path / name)
+      for name in ('model.ckpt-300', 'model.ckpt-300.index', 'model.ckpt-300.data-00000-of-00001', 'model.ckpt')
+  ] == [300, 300, 300, None]
   assert checkpoints.checkpoint_files(p[300]) == [p[300] + '.data-00000-of-00001', p[300] + '.index']
-  assert checkpoints.checkpoint_bytes(p[300]) == sum(os.path.getsize(p[300] + ext) for ext in (
-      '.index', '.data-00000-of-00001'))
+  assert checkpoints.checkpoint_bytes(p[300]) == sum(
+      os.path.getsize(p[300] + ext) for ext in ('.index', '.data-00000-of-00001'))
   assert checkpoints.indexed_checkpoints(tmp_path) == [p[100], p[20], p[300]]  # the manager's: in the order saved
 
 
@@ -315,8 +327,8 @@ def test_index_rebuilt_and_added_to(tmp_path):
     checkpoints.write_index(tmp_path, [])
   checkpoints.add_to_index(p[10])  # made the latest, listed once
   assert (tmp_path / 'checkpoint').read_text() == ('model_checkpoint_path: "model.ckpt-10"\n'
-                                                  'all_model_checkpoint_paths: "model.ckpt-20"\n'
-                                                  'all_model_checkpoint_paths: "model.ckpt-10"\n')
+                                                   'all_model_checkpoint_paths: "model.ckpt-20"\n'
+                                                   'all_model_checkpoint_paths: "model.ckpt-10"\n')
 
 
 def test_newest_readable_falls_back_past_corrupt_ones(tmp_path):
@@ -341,11 +353,12 @@ def test_resume_sets_aside_the_corrupt_newest_and_rebuilds_the_lost_index(tmp_pa
   checked = []
   resumed = checkpoints.resume(tmp_path, what='full checkpoint', check=checked.append)
   assert resumed.prefix == p[200] and resumed.index_rebuilt and checked == [p[200]]
-  assert [(prefix, renamed) for prefix, _, renamed in resumed.set_aside] == [
-      (p[300], [p[300] + '.data-00000-of-00001.corrupt', p[300] + '.index.corrupt'])]
-  assert files(tmp_path) == ['checkpoint', 'model.ckpt-100.data-00000-of-00001', 'model.ckpt-100.index',
-                             'model.ckpt-200.data-00000-of-00001', 'model.ckpt-200.index',
-                             'model.ckpt-300.data-00000-of-00001.corrupt', 'model.ckpt-300.index.corrupt']
+  assert [(prefix, renamed) for prefix, _, renamed in resumed.set_aside
+         ] == [(p[300], [p[300] + '.data-00000-of-00001.corrupt', p[300] + '.index.corrupt'])]
+  assert files(tmp_path) == [
+      'checkpoint', 'model.ckpt-100.data-00000-of-00001', 'model.ckpt-100.index', 'model.ckpt-200.data-00000-of-00001',
+      'model.ckpt-200.index', 'model.ckpt-300.data-00000-of-00001.corrupt', 'model.ckpt-300.index.corrupt'
+  ]
   assert tf.train.latest_checkpoint(str(tmp_path)) == p[200] and stored_value(p[200]) == 200.0
   assert f'warning: the full checkpoint {p[300]} is unreadable (' in capsys.readouterr().out
   again = checkpoints.resume(tmp_path)  # nothing left to repair
@@ -377,8 +390,9 @@ def test_resume_refuses_without_changing_anything(tmp_path):
       'would overwrite them: nothing was changed. Restore the missing full checkpoint files, or use another '
       '--train_dir.')
   (tmp_path / 'policy_only').mkdir()
-  with pytest.raises(errors.RunDirectoryError, match='no checkpoint model.ckpt-<step>, but it holds policy checkpoints '
-                     'up to step 5. Starting again'):
+  with pytest.raises(
+      errors.RunDirectoryError, match='no checkpoint model.ckpt-<step>, but it holds policy checkpoints '
+      'up to step 5. Starting again'):
     checkpoints.resume(tmp_path / 'policy_only', also_held=['policy checkpoints up to step 5'])
 
 

@@ -15,12 +15,12 @@ builtin find_object level, 2 actor threads with their 2 environment processes (i
 """
 
 import os
+from pathlib import Path
 import re
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -29,14 +29,19 @@ import launcher
 REPO = launcher.REPO_ROOT
 GRACE_S = 30  # SLURM's KillWait and Kubernetes' terminationGracePeriodSeconds, by default
 
-HIRO = ['configs/ant_maze.gin'] + [a for b in [
-    'every_n_steps.n = 50', 'every_n_episodes.steps_per_episode = 50', 'train_uvf.max_steps_per_episode = 50',
-    'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
-    'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0', 'train_uvf.log_every_n_steps = 50',
-    'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50',
-    'train_uvf.num_episodes_train = 100000'] for a in ('--gin_param', b)]
-IMPALA = ['configs/impala_builtin.gin', '--num_actors=2', '--batch_size=2', '--unroll_length=5', '--width=12',
-          '--height=12', '--total_environment_frames=100000000']
+HIRO = ['configs/ant_maze.gin'] + [
+    a for b in [
+        'every_n_steps.n = 50', 'every_n_episodes.steps_per_episode = 50', 'train_uvf.max_steps_per_episode = 50',
+        'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
+        'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0', 'train_uvf.log_every_n_steps = 50',
+        'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50',
+        'train_uvf.num_episodes_train = 100000'
+    ] for a in ('--gin_param', b)
+]
+IMPALA = [
+    'configs/impala_builtin.gin', '--num_actors=2', '--batch_size=2', '--unroll_length=5', '--width=12', '--height=12',
+    '--total_environment_frames=100000000'
+]
 
 
 class Run:
@@ -49,9 +54,14 @@ class Run:
     with open(self.out, 'w') as out, open(self.err, 'w') as err:
       # SIGHUP at its default in the run, as in a terminal, even when these tests run under `nohup` (which
       # leaves it ignored, and an ignored SIGHUP stays ignored: the launcher's rule for `nohup`).
-      self.process = subprocess.Popen(list(prefix) + [sys.executable, 'run_train.py'] + list(args), cwd=REPO,
-                                      stdout=out, stderr=err, start_new_session=True,
-                                      preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+      self.process = subprocess.Popen(
+          list(prefix) + [sys.executable, 'run_train.py'] + list(args),
+          cwd=REPO,
+          stdout=out,
+          stderr=err,
+          start_new_session=True,
+          # noqa reason: signal settings of the child, before exec; no lock is taken.
+          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))  # noqa: PLW1509
     self.pid = self.process.pid
     Run.started.append(self)
 
@@ -124,8 +134,8 @@ def process_group_members(pgid):
 
 
 def _checkpoint_steps(run_dir):
-  return sorted(int(m.group(1)) for m in (re.match(r'model\.ckpt-(\d+)\.index$', p.name)
-                                          for p in Path(run_dir).iterdir()) if m)
+  return sorted(
+      int(m.group(1)) for m in (re.match(r'model\.ckpt-(\d+)\.index$', p.name) for p in Path(run_dir).iterdir()) if m)
 
 
 def _stop_cases(tmp_path, args, ready, stopped_line, resumed_line):
@@ -221,12 +231,10 @@ def _stop_cases(tmp_path, args, ready, stopped_line, resumed_line):
 SYSTEMS = {
     'hiro': (HIRO, r'global step \d+ / ',
              lambda name: rf'{name}: stopped at global step (\d+) of 5000100; full checkpoint \S+model\.ckpt-\1 '
-                          r'written\.',
-             lambda step: rf'Resumed from \S+/model\.ckpt-{step} at global step {step}\.'),
+             r'written\.', lambda step: rf'Resumed from \S+/model\.ckpt-{step} at global step {step}\.'),
     'impala': (IMPALA, r'Frames \d+ / 100000000 ',
                lambda name: rf'Interrupted at (\d+) environment frames of 100000000 \({name}\)\. Checkpoint: '
-                            r'\S+model\.ckpt-\1',
-               lambda frames: rf'resuming at {frames} environment frames'),
+               r'\S+model\.ckpt-\1', lambda frames: rf'resuming at {frames} environment frames'),
 }
 
 
@@ -274,7 +282,8 @@ def test_impala_learner_checkpoints_when_its_environment_processes_die_with_the_
   code, _ = run.wait()
   text = run.text()
   assert code == 143 and 'Traceback' not in text, run.report()
-  stopped = re.search(r'Interrupted at (\d+) environment frames of 100000000 \(SIGTERM\)\. Checkpoint: \S+model\.ckpt-'
-                      r'\1', text)
+  stopped = re.search(
+      r'Interrupted at (\d+) environment frames of 100000000 \(SIGTERM\)\. Checkpoint: \S+model\.ckpt-'
+      r'\1', text)
   assert stopped and int(stopped.group(1)) == max(_checkpoint_steps(run_dir)), run.report()
   assert 'run_train: stopped by SIGTERM after writing the checkpoint' in text

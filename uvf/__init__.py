@@ -9,6 +9,6 @@ from uvf.environments import rendering as _rendering
 
 _rendering.import_mujoco_without_opengl()
 
-from uvf.environments import gymnasium_env as _gymnasium_env  # pylint: disable=g-import-not-at-top,wrong-import-position
+from uvf.environments import gymnasium_env as _gymnasium_env  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 _gymnasium_env.register_envs()

@@ -54,15 +54,8 @@ class UvfAgentCore(object):
 
   BASE_AGENT_CLASS = ddpg_agent.TD3Agent
 
-  def __init__(self,
-               observation_spec,
-               action_spec,
-               tf_env,
-               tf_context,
-               step_cond_fn=cond_fn.env_transition,
-               reset_episode_cond_fn=cond_fn.env_restart,
-               reset_env_cond_fn=cond_fn.false_fn,
-               metrics=None,
+  def __init__(self, observation_spec, action_spec, tf_env, tf_context, step_cond_fn=cond_fn.env_transition,
+               reset_episode_cond_fn=cond_fn.env_restart, reset_env_cond_fn=cond_fn.false_fn, metrics=None,
                **base_agent_kwargs):
     self._step_cond_fn = step_cond_fn
     self._reset_episode_cond_fn = reset_episode_cond_fn
@@ -194,19 +187,9 @@ class MetaAgentCore(UvfAgentCore):
     k: the goal dimensions exempt from `actions_reg` (gin: %SUBGOAL_DIM).
   """
 
-  def __init__(self,
-               observation_spec,
-               action_spec,
-               tf_env,
-               tf_context,
-               sub_context,
-               step_cond_fn=cond_fn.env_transition,
-               reset_episode_cond_fn=cond_fn.env_restart,
-               reset_env_cond_fn=cond_fn.false_fn,
-               metrics=None,
-               actions_reg=0.,
-               k=2,
-               **base_agent_kwargs):
+  def __init__(self, observation_spec, action_spec, tf_env, tf_context, sub_context,
+               step_cond_fn=cond_fn.env_transition, reset_episode_cond_fn=cond_fn.env_restart,
+               reset_env_cond_fn=cond_fn.false_fn, metrics=None, actions_reg=0., k=2, **base_agent_kwargs):
     del action_spec  # The meta level acts in the goal space.
     self._step_cond_fn = step_cond_fn
     self._reset_episode_cond_fn = reset_episode_cond_fn

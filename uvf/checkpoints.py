@@ -51,11 +51,10 @@ GLOBAL_STEP_NAME = 'global_step'
 _MAX_LISTED = 12  # names listed per kind of problem in an error message
 
 # The names a policy checkpoint holds. `allow_extra` never ignores one of these.
-_POLICY_NAME = re.compile(
-    r'^((uvf_agent|meta_agent)/(actor_net|critic_net|critic_net2)/.+/(weights|biases)'
-    r'|(uvf_agent|meta_agent)/action_context_\d+'
-    r'|state_preprocess/(state_process_net|action_embed_net)/.+/(weights|biases)'
-    r'|global_step|num_episodes|num_resets)$')
+_POLICY_NAME = re.compile(r'^((uvf_agent|meta_agent)/(actor_net|critic_net|critic_net2)/.+/(weights|biases)'
+                          r'|(uvf_agent|meta_agent)/action_context_\d+'
+                          r'|state_preprocess/(state_process_net|action_embed_net)/.+/(weights|biases)'
+                          r'|global_step|num_episodes|num_resets)$')
 # Names only the original's full training checkpoint `<train_dir>/model.ckpt-<step>` has, to say
 # "this is a full training checkpoint" in error messages.
 _TRAINING_ONLY_NAME = re.compile(
@@ -64,8 +63,12 @@ _TRAINING_ONLY_NAME = re.compile(
     r'|episode_meta_rewards|all_embed|states_var|actions_var|state_var|reward_var|meta_action_var'
     r'|meta_context_var\d+)$|^meta_agent/action_context_\d+_\d+$)')
 
-_ROBOTS_BY_OBSERVATION_DIM = {7: 'Point: PointMaze', 30: 'Ant: AntMaze / AntPush / AntFall',
-                              33: 'Ant: AntBlock / AntBlockMaze', 105: 'Ant with top-down images: the *_img tasks'}
+_ROBOTS_BY_OBSERVATION_DIM = {
+    7: 'Point: PointMaze',
+    30: 'Ant: AntMaze / AntPush / AntFall',
+    33: 'Ant: AntBlock / AntBlockMaze',
+    105: 'Ant with top-down images: the *_img tasks'
+}
 
 
 class CheckpointMismatchError(errors.UserError, ValueError):
@@ -260,6 +263,7 @@ def _shorten(names, limit=_MAX_LISTED):
 def describe_shapes(shapes):
   """What a {TF1 name: shape list} map looks like: {'setting': goal setting 'hiro_orig' / 'hiro_xy' / 'hiro_repr',
   'O': observation dim, 'M': meta (task) context dim, 'G': goal dim}, None where unknown."""
+
   def dim(name, axis):
     shape = shapes.get(name)
     return int(shape[axis]) if shape is not None and len(shape) > axis else None
@@ -304,8 +308,8 @@ def _config_hint(checkpoint_shapes, model_shapes, known_configs=None):
     return ('The checkpoint and the model have the same goal setting and dims; check the network sizes '
             '(ddpg_actor_net.hidden_layers, ddpg_critic_net.*_hidden_layers) bound by the gin files.')
   configs = (known_configs or {}).get((found['setting'], found['O'], found['M']))
-  advice = ('evaluate it with the configuration it was trained with, e.g. ' + ' or '.join(configs)) if configs else (
-      'evaluate it with the gin configuration it was trained with')
+  advice = ('evaluate it with the configuration it was trained with, e.g. ' +
+            ' or '.join(configs)) if configs else ('evaluate it with the gin configuration it was trained with')
   if found['setting'] == 'hiro_repr' and built['setting'] != 'hiro_repr':
     advice += ' (hiro_repr: StatePreprocess.trainable = True)'
   return (f'The checkpoint looks like {describe(checkpoint_shapes)}; the model was built as '
@@ -313,8 +317,10 @@ def _config_hint(checkpoint_shapes, model_shapes, known_configs=None):
 
 
 def _format_problems(entries, missing, unexpected, misshaped, targets, allow_extra, known_configs=None):
-  lines = [f'checkpoint {entries.path} ({entries.format} format) does not match the policy variables; nothing '
-           'was restored:']
+  lines = [
+      f'checkpoint {entries.path} ({entries.format} format) does not match the policy variables; nothing '
+      'was restored:'
+  ]
   if missing:
     lines.append(f'  missing in the checkpoint ({len(missing)}): ' + _shorten(missing))
   if unexpected:
@@ -338,8 +344,8 @@ def _format_problems(entries, missing, unexpected, misshaped, targets, allow_ext
                  '<train_dir>/policy/model.ckpt-<step>, or ignore them: run_eval.py --checkpoint_path reads a '
                  'full training checkpoint as it is, `python -m uvf.checkpoints export --allow_extra` and '
                  'restore_policy(..., allow_extra=True) ignore them.')
-  if entries.entries and (misshaped or (missing and unexpected) or any(
-      name.startswith('state_preprocess/') for name in list(missing) + list(unexpected))):
+  if entries.entries and (misshaped or (missing and unexpected) or
+                          any(name.startswith('state_preprocess/') for name in list(missing) + list(unexpected))):
     lines.append('  ' + _config_hint(checkpoint_shapes, model_shapes, known_configs))
   return '\n'.join(lines)
 
@@ -385,8 +391,9 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False, kno
     raise ValueError('restore_policy: variables_by_name is empty.')
 
   missing = [name for name in targets if name not in entries.entries]
-  unexpected = [name for name in entries.entries if name not in targets and
-                not (allow_extra and not _POLICY_NAME.match(name))]
+  unexpected = [
+      name for name in entries.entries if name not in targets and not (allow_extra and not _POLICY_NAME.match(name))
+  ]
   unexpected += entries.other_keys if not allow_extra else []
   if subset:
     unexpected = []
@@ -399,8 +406,8 @@ def restore_policy(path, variables_by_name, allow_extra=False, subset=False, kno
       misshaped.append(f'{name} is {dtype.name}{shape} in the checkpoint, '
                        f'{variable.dtype.base_dtype.name}{variable.shape.as_list()} in the model')
   if missing or unexpected or misshaped:
-    raise CheckpointMismatchError(_format_problems(entries, missing, unexpected, misshaped, targets, allow_extra,
-                                                   known_configs))
+    raise CheckpointMismatchError(
+        _format_problems(entries, missing, unexpected, misshaped, targets, allow_extra, known_configs))
 
   values = collections.OrderedDict()
   for name in targets:
@@ -450,8 +457,8 @@ def find_resumable(train_dir, policy_dir=None):
     run_checkpoints.remove_partial_saves(policy_dir)
     policies = run_checkpoints.list_checkpoints(policy_dir)
   held = [f'policy checkpoints up to step {policies[-1][0]} in {policy_dir}'] if policies else []
-  resumed = run_checkpoints.resume(train_dir, what='full checkpoint', unit='step', start='step 0',
-                                   flag='--train_dir', also_held=held, check=_refuse_original_full_checkpoint)
+  resumed = run_checkpoints.resume(train_dir, what='full checkpoint', unit='step', start='step 0', flag='--train_dir',
+                                   also_held=held, check=_refuse_original_full_checkpoint)
   return resumed.prefix if resumed else None
 
 
@@ -472,8 +479,10 @@ def export_tf1_policy(variables_by_name, path):
   path = os.fspath(path)
   if not variables_by_name:
     raise ValueError('export_tf1_policy: variables_by_name is empty.')
-  bad = [name for name in variables_by_name
-         if not re.match(r'^[A-Za-z0-9.][A-Za-z0-9_.\-/]*$', name) or name.endswith('/') or '//' in name]
+  bad = [
+      name for name in variables_by_name
+      if not re.match(r'^[A-Za-z0-9.][A-Za-z0-9_.\-/]*$', name) or name.endswith('/') or '//' in name
+  ]
   if bad:
     raise ValueError('export_tf1_policy: not valid TF1 variable names: ' + _shorten(map(repr, bad)))
   names = list(variables_by_name)

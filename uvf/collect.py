@@ -44,9 +44,9 @@ EPISODE_HISTORY = 100
 LowTransition = collections.namedtuple(
     'LowTransition', ['states', 'actions', 'rewards', 'discounts', 'next_states', 'goals', 'next_goals'])
 LowTransition.__doc__ = """A low-level element: s [O], a [A], r [] (the environment's), discount [], s' [O], g [G], g' [G]."""
-MetaTransition = collections.namedtuple(
-    'MetaTransition', ['states', 'goals', 'rewards', 'discounts', 'next_states', 'low_states', 'low_actions',
-                       'contexts', 'next_contexts'])
+MetaTransition = collections.namedtuple('MetaTransition', [
+    'states', 'goals', 'rewards', 'discounts', 'next_states', 'low_states', 'low_actions', 'contexts', 'next_contexts'
+])
 MetaTransition.__doc__ = """A meta element: s_t [O], the goal g_t set there [G], the sum of 0.1 x r_meta [], discount [],
 s_{t+c} [O], the c low-level states [c, O] and actions [c, A] under g_t, the target T_t [M] and the next one [M]."""
 
@@ -102,8 +102,8 @@ class Collector(tf.Module):
     seed: None or int, seeds the exploration noise.
   """
 
-  def __init__(self, py_env, *, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
-               global_step, num_episodes, num_resets, mode='explore', seed=None):
+  def __init__(self, py_env, *, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer, global_step,
+               num_episodes, num_resets, mode='explore', seed=None):
     super().__init__(name='collector')
     self._stepper = PyEnvironmentStepper(py_env)
     self._uvf_agent, self._meta_agent = uvf_agent, meta_agent
@@ -145,15 +145,19 @@ class Collector(tf.Module):
     self.env_state = tf.Variable('', trainable=False, name='env_state')  # filled by `save_env_state`
 
     f32 = tf.float32
-    replay_buffer.create_storage(LowTransition(
-        states=tf.TensorSpec([obs_dim], f32), actions=tf.TensorSpec([action_dim], f32), rewards=tf.TensorSpec([], f32),
-        discounts=tf.TensorSpec([], f32), next_states=tf.TensorSpec([obs_dim], f32),
-        goals=tf.TensorSpec(goal_spec.shape, f32), next_goals=tf.TensorSpec(goal_spec.shape, f32)))
-    meta_replay_buffer.create_storage(MetaTransition(
-        states=tf.TensorSpec([obs_dim], f32), goals=tf.TensorSpec(goal_spec.shape, f32),
-        rewards=tf.TensorSpec([], f32), discounts=tf.TensorSpec([], f32), next_states=tf.TensorSpec([obs_dim], f32),
-        low_states=tf.TensorSpec([self._c, obs_dim], f32), low_actions=tf.TensorSpec([self._c, action_dim], f32),
-        contexts=tf.TensorSpec(target_spec.shape, f32), next_contexts=tf.TensorSpec(target_spec.shape, f32)))
+    replay_buffer.create_storage(
+        LowTransition(states=tf.TensorSpec([obs_dim], f32), actions=tf.TensorSpec([action_dim],
+                                                                                  f32), rewards=tf.TensorSpec([], f32),
+                      discounts=tf.TensorSpec([], f32), next_states=tf.TensorSpec([obs_dim], f32),
+                      goals=tf.TensorSpec(goal_spec.shape, f32), next_goals=tf.TensorSpec(goal_spec.shape, f32)))
+    meta_replay_buffer.create_storage(
+        MetaTransition(states=tf.TensorSpec([obs_dim], f32), goals=tf.TensorSpec(goal_spec.shape,
+                                                                                 f32), rewards=tf.TensorSpec([], f32),
+                       discounts=tf.TensorSpec([], f32), next_states=tf.TensorSpec([obs_dim], f32),
+                       low_states=tf.TensorSpec([self._c, obs_dim],
+                                                f32), low_actions=tf.TensorSpec([self._c, action_dim], f32),
+                       contexts=tf.TensorSpec(target_spec.shape,
+                                              f32), next_contexts=tf.TensorSpec(target_spec.shape, f32)))
 
   @property
   def stepper(self):
@@ -183,9 +187,9 @@ class Collector(tf.Module):
     return True
 
   def _env_step(self, action):
-    obs, reward, discount, is_last = tf.numpy_function(
-        self._stepper.step, [action], [tf.float32, tf.float32, tf.float32, tf.bool], stateful=True,
-        name='env_step')
+    obs, reward, discount, is_last = tf.numpy_function(self._stepper.step, [action],
+                                                       [tf.float32, tf.float32, tf.float32, tf.bool], stateful=True,
+                                                       name='env_step')
     obs.set_shape([self.obs_dim])
     for x in (reward, discount, is_last):
       x.set_shape([])
@@ -224,15 +228,15 @@ class Collector(tf.Module):
     episode_end = tf.logical_or(reset_episode, tf.equal(discount, 0.0))
 
     batch = lambda x: tf.expand_dims(x, 0)  # pylint: disable=unnecessary-lambda-assignment
-    meta_reward_now = meta_context.compute_rewards(
-        batch(state), batch(goal), batch(reward), batch(next_state), [batch(target)])[0][0]
+    meta_reward_now = meta_context.compute_rewards(batch(state), batch(goal), batch(reward), batch(next_state),
+                                                   [batch(target)])[0][0]
 
     def continue_episode():
-      context_reward = low_context.compute_rewards(
-          batch(state_repr), batch(action), batch(reward), batch(next_state_repr), [batch(goal)])[0][0]
+      context_reward = low_context.compute_rewards(batch(state_repr), batch(action), batch(reward),
+                                                   batch(next_state_repr), [batch(goal)])[0][0]
       low_context.step(self._mode, meta_context=meta_context,
-                       meta_action=lambda: self._meta_action_fn(next_state, None),
-                       state=state, next_state=next_state, state_repr=state_repr, next_state_repr=next_state_repr)
+                       meta_action=lambda: self._meta_action_fn(next_state, None), state=state, next_state=next_state,
+                       state_repr=state_repr, next_state_repr=next_state_repr)
       return tf.cast(context_reward, tf.float32), tf.cast(meta_reward_now, tf.float32)
 
     def begin_episode():
@@ -248,16 +252,16 @@ class Collector(tf.Module):
     meta_end = tf.logical_and(tf.equal(t % c, 1), t > 1)
     self.actions_var.scatter_nd_update([[(t - 2) % c]], action[None])
     scaled_meta_reward = META_REWARD_SCALE * meta_reward
-    self.replay_buffer.maybe_add(LowTransition(
-        states=state, actions=action, rewards=reward, discounts=discount, next_states=next_state, goals=goal,
-        next_goals=next_goal), step_cond)
-    meta_transition = MetaTransition(
-        states=self.state_var.read_value(), goals=self.meta_action_var.read_value(),
-        rewards=self.reward_var + scaled_meta_reward, discounts=discount * (1.0 - tf.cast(episode_end, tf.float32)),
-        next_states=next_state, low_states=self.states_var.read_value(), low_actions=self.actions_var.read_value(),
-        contexts=self.meta_context_var0.read_value(), next_contexts=next_target)
-    self.meta_replay_buffer.maybe_add(
-        meta_transition, tf.logical_and(step_cond, tf.logical_or(episode_end, meta_end)))
+    self.replay_buffer.maybe_add(
+        LowTransition(states=state, actions=action, rewards=reward, discounts=discount, next_states=next_state,
+                      goals=goal, next_goals=next_goal), step_cond)
+    meta_transition = MetaTransition(states=self.state_var.read_value(), goals=self.meta_action_var.read_value(),
+                                     rewards=self.reward_var + scaled_meta_reward,
+                                     discounts=discount * (1.0 - tf.cast(episode_end, tf.float32)),
+                                     next_states=next_state, low_states=self.states_var.read_value(),
+                                     low_actions=self.actions_var.read_value(),
+                                     contexts=self.meta_context_var0.read_value(), next_contexts=next_target)
+    self.meta_replay_buffer.maybe_add(meta_transition, tf.logical_and(step_cond, tf.logical_or(episode_end, meta_end)))
 
     self.current_obs.assign(tf.cond(reset_env, self._env_reset, lambda: next_state))
     meta_period = tf.equal(t % c, 1)
@@ -266,8 +270,12 @@ class Collector(tf.Module):
     self.reward_var.assign(tf.where(meta_period, 0.0, self.reward_var + scaled_meta_reward))
     self.meta_action_var.assign(tf.where(meta_period, next_goal, self.meta_action_var))
     self.meta_context_var0.assign(tf.where(meta_period, next_target, self.meta_context_var0))
-    return {'reward': reward, 'context_reward': context_reward, 'meta_reward': meta_reward,
-            'episode_end': reset_episode}
+    return {
+        'reward': reward,
+        'context_reward': context_reward,
+        'meta_reward': meta_reward,
+        'episode_end': reset_episode
+    }
 
   def _update_episode_stats(self, context_reward, meta_reward, distance, reset):
     """The original's `update_episode_rewards`: at an episode end shift in a 0, else add to entry 0."""
@@ -280,9 +288,9 @@ class Collector(tf.Module):
     update(self.episode_rewards, context_reward)
     update(self.episode_meta_rewards, meta_reward)
     # New: the final distance of the episode that ends goes to entry 0 (entry 0 is the last finished episode).
-    self.episode_final_distances.assign(tf.where(
-        reset, tf.concat([[tf.cast(distance, tf.float32)], self.episode_final_distances[:-1]], 0),
-        self.episode_final_distances))
+    self.episode_final_distances.assign(
+        tf.where(reset, tf.concat([[tf.cast(distance, tf.float32)], self.episode_final_distances[:-1]], 0),
+                 self.episode_final_distances))
 
   def episode_summaries(self):
     """Averages over the remembered finished episodes: dict of float32 scalars and the [99] histories."""

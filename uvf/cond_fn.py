@@ -13,7 +13,6 @@ import tensorflow as tf
 from uvf.placeholders import placeholder
 
 
-
 def _is_multiple(count, n):
   """count mod n == 0, for an integer tensor `count` and a positive integer `n`."""
   count = tf.convert_to_tensor(count)

@@ -5,6 +5,8 @@ import `gin.tf.external_configurables` (`tf.losses.huber_loss`, `tf.nn.relu`, `A
 configs/base_uvf.gin imports that itself.
 """
 
+# Every import is for its side effect, the gin registration of its configurables.
+# ruff: noqa: F401
 # pylint: disable=unused-import
 from uvf import agent
 from uvf import cond_fn

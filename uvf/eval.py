@@ -80,7 +80,6 @@ class CheckpointLoadError(checkpoints.NotACheckpointError):
 # (IndexError: 'Read less bytes than requested'), `uvf.checkpoints.NotACheckpointError`.
 LOAD_ERRORS = (checkpoints.NotACheckpointError, tf.errors.OpError, IndexError, EOFError)
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Checkpoint selection.
 
@@ -97,12 +96,8 @@ def _no_checkpoint_message(directory):
 
 
 @gin.configurable
-def evaluate_checkpoint_repeatedly(checkpoint_dir,
-                                   evaluate_checkpoint_fn,
-                                   eval_interval_secs=600,
-                                   max_number_of_evaluations=None,
-                                   checkpoint_timeout=None,
-                                   timeout_fn=None,
+def evaluate_checkpoint_repeatedly(checkpoint_dir, evaluate_checkpoint_fn, eval_interval_secs=600,
+                                   max_number_of_evaluations=None, checkpoint_timeout=None, timeout_fn=None,
                                    already_evaluated=()):
   """Evaluates each new checkpoint of `checkpoint_dir`, oldest first, as it appears.
 
@@ -160,9 +155,10 @@ def evaluate_checkpoint_repeatedly(checkpoint_dir,
       last_found = time.time()
     if not waiting_logged:
       if checkpoint_timeout is None:
-        logging.info('Waiting for new policy checkpoints in %s (looking every %s s; Ctrl-C stops). To stop after the '
-                     'existing checkpoints instead, run with --gin_param "evaluate.checkpoint_timeout = 0".',
-                     checkpoint_dir, eval_interval_secs)
+        logging.info(
+            'Waiting for new policy checkpoints in %s (looking every %s s; Ctrl-C stops). To stop after the '
+            'existing checkpoints instead, run with --gin_param "evaluate.checkpoint_timeout = 0".', checkpoint_dir,
+            eval_interval_secs)
       else:
         logging.info('Waiting up to %s s for a new policy checkpoint in %s (looking every %s s; Ctrl-C stops).',
                      checkpoint_timeout, checkpoint_dir, eval_interval_secs)
@@ -229,16 +225,18 @@ class CheckpointEvaluation(object):
     tuner_hook: None or fn(best average reward over the modes, global step) -> True to stop.
   """
 
-  def __init__(self, agents, environments, eval_dir, eval_modes, num_episodes_eval, max_steps_per_episode, gamma,
-               seed, generate_summaries, num_video_episodes, video, tuner_hook):
+  def __init__(self, agents, environments, eval_dir, eval_modes, num_episodes_eval, max_steps_per_episode, gamma, seed,
+               generate_summaries, num_video_episodes, video, tuner_hook):
     self.meta_agent, self.uvf_agent, self.state_preprocess = agents
     self.environments = environments
     self.eval_dir, self.eval_modes = eval_dir, list(eval_modes)
     self.num_episodes, self.num_steps, self.gamma = num_episodes_eval, max_steps_per_episode, gamma
     self.generate_summaries, self.num_video_episodes, self.video = generate_summaries, num_video_episodes, video
     self.tuner_hook = tuner_hook
-    self.counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
-                     for name in ('global_step', 'num_episodes', 'num_resets')]
+    self.counters = [
+        tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
+        for name in ('global_step', 'num_episodes', 'num_resets')
+    ]
     self.variables = build.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess,
                                                         *self.counters)
     self.evaluator = rollout.Evaluator(environments, self.uvf_agent, self.meta_agent, self.state_preprocess)
@@ -282,21 +280,33 @@ class CheckpointEvaluation(object):
     wall = time.time() - start
     goal = targets[:n].tolist()
     goal = goal[0] if all(g == goal[0] for g in goal) else 'per-episode'
-    row = {'step': step, 'mode': mode, 'goal': goal, 'num_episodes': n, 'episode_steps': int(self.num_steps),
-           'success_rate': stats['success_rate'], 'mean_reward': stats['mean_reward'],
-           'last_reward': stats['last_reward'], 'mean_meta_reward': stats['mean_meta_reward'],
-           'last_meta_reward': stats['last_meta_reward'], 'mean_final_distance': stats['mean_final_distance'],
-           'wall_time_s': round(wall, 3), 'checkpoint': path,
-           'evaluated_at': datetime.datetime.now().isoformat(timespec='seconds'),
-           'episodes': {key[len('episode_'):]: value for key, value in stats.items() if key.startswith('episode_')}}
+    row = {
+        'step': step,
+        'mode': mode,
+        'goal': goal,
+        'num_episodes': n,
+        'episode_steps': int(self.num_steps),
+        'success_rate': stats['success_rate'],
+        'mean_reward': stats['mean_reward'],
+        'last_reward': stats['last_reward'],
+        'mean_meta_reward': stats['mean_meta_reward'],
+        'last_meta_reward': stats['last_meta_reward'],
+        'mean_final_distance': stats['mean_final_distance'],
+        'wall_time_s': round(wall, 3),
+        'checkpoint': path,
+        'evaluated_at': datetime.datetime.now().isoformat(timespec='seconds'),
+        'episodes': {
+            key[len('episode_'):]: value for key, value in stats.items() if key.startswith('episode_')
+        }
+    }
     tag = f'{mode}_hrl'
     for name in ('mean_reward', 'last_reward', 'mean_meta_reward', 'last_meta_reward', 'success_rate'):
       logging.info('[%s] %s = %f', tag, name, stats[name])
     if self.generate_summaries:
       self._write_summaries(tag, stats, step)
     if self.num_video_episodes:
-      videos.write_mode_video(self.environments, self.num_video_episodes, targets, -out['meta_rewards'], tag[:-4],
-                              step, self.video, self.eval_dir,
+      videos.write_mode_video(self.environments, self.num_video_episodes, targets, -out['meta_rewards'], tag[:-4], step,
+                              self.video, self.eval_dir,
                               subgoals=not getattr(self.state_preprocess, 'trainable', False))
     return row
 
@@ -318,9 +328,10 @@ class CheckpointEvaluation(object):
     self.environments.record(0)
     self.results.append(rows)
     self.written.extend(rows)
-    print(f'Evaluation of {path} (global step {step}): {self.num_episodes} episodes x {self.num_steps} '
-          f'steps per goal; success = final distance < {protocol.SUCCESS_DISTANCE:g}\n'
-          f'{eval_results.format_table(rows)}', flush=True)
+    print(
+        f'Evaluation of {path} (global step {step}): {self.num_episodes} episodes x {self.num_steps} '
+        f'steps per goal; success = final distance < {protocol.SUCCESS_DISTANCE:g}\n'
+        f'{eval_results.format_table(rows)}', flush=True)
     if self.tuner_hook is not None:
       return bool(self.tuner_hook(max(row['mean_reward'] for row in rows), step))
     return False
@@ -329,8 +340,9 @@ class CheckpointEvaluation(object):
 def _evaluate_path(evaluation, policy_dir, checkpoint_path):
   """`checkpoint_path`: one checkpoint, relative to the policy directory or a path, evaluated (again) once."""
   candidates = [os.path.join(policy_dir, checkpoint_path), checkpoint_path]
-  found = next((c for c in candidates if tf.io.gfile.exists(re.sub(r'\.index$', '', c) + '.index') or
-                tf.io.gfile.isdir(c)), None)
+  found = next(
+      (c for c in candidates if tf.io.gfile.exists(re.sub(r'\.index$', '', c) + '.index') or tf.io.gfile.isdir(c)),
+      None)
   if found is None:
     present = ', '.join(os.path.basename(p) for _, p in run_checkpoints.list_checkpoints(policy_dir)) or 'none'
     raise rollout.EvalError(f'checkpoint_path {checkpoint_path}: no checkpoint at {candidates[0]} nor '
@@ -372,42 +384,24 @@ def _evaluate_new(evaluation, policy_dir, **polling):
     logging.info('%d checkpoints are already evaluated in %s; they are skipped.', len(done),
                  evaluation.results.json_path)
   if not run_checkpoints.list_checkpoints(policy_dir):
-    logging.info('%s', _no_checkpoint_message(policy_dir).replace('no policy checkpoint', 'No policy checkpoint '
-                                                                   'yet', 1) + ' Waiting for one.')
+    logging.info(
+        '%s',
+        _no_checkpoint_message(policy_dir).replace('no policy checkpoint', 'No policy checkpoint '
+                                                   'yet', 1) + ' Waiting for one.')
   count = evaluate_checkpoint_repeatedly(policy_dir, evaluation, already_evaluated=done, **polling)
   if count == 0 and not done and not run_checkpoints.list_checkpoints(policy_dir):
-    raise rollout.EvalError(_no_checkpoint_message(policy_dir) + ' (Gave up after checkpoint_timeout = '
-                            f'{polling["checkpoint_timeout"]} s.)')
+    raise rollout.EvalError(
+        _no_checkpoint_message(policy_dir) + ' (Gave up after checkpoint_timeout = '
+        f'{polling["checkpoint_timeout"]} s.)')
 
 
 @gin.configurable
-def evaluate(checkpoint_dir,
-             eval_dir,
-             environment=None,
-             num_bin_actions=3,
-             agent_class=None,
-             meta_agent_class=None,
-             state_preprocess_class=None,
-             gamma=1.0,
-             num_episodes_eval=10,
-             eval_interval_secs=60,
-             max_number_of_evaluations=None,
-             checkpoint_timeout=None,
-             timeout_fn=None,
-             tuner_hook=None,
-             generate_videos=False,
-             generate_summaries=True,
-             num_episodes_videos=5,
-             video_settings=None,
-             eval_modes=('eval',),
-             eval_model_rollout=False,
-             policy_save_dir='policy',
-             checkpoint_range=None,
-             checkpoint_path=None,
-             max_steps_per_episode=None,
-             evaluate_nohrl=False,
-             seed=0,
-             num_threads=None,
+def evaluate(checkpoint_dir, eval_dir, environment=None, num_bin_actions=3, agent_class=None, meta_agent_class=None,
+             state_preprocess_class=None, gamma=1.0, num_episodes_eval=10, eval_interval_secs=60,
+             max_number_of_evaluations=None, checkpoint_timeout=None, timeout_fn=None, tuner_hook=None,
+             generate_videos=False, generate_summaries=True, num_episodes_videos=5, video_settings=None,
+             eval_modes=('eval',), eval_model_rollout=False, policy_save_dir='policy', checkpoint_range=None,
+             checkpoint_path=None, max_steps_per_episode=None, evaluate_nohrl=False, seed=0, num_threads=None,
              videos_optional=False):
   """Evaluates the policy checkpoints of `checkpoint_dir` in each eval mode, writing results to `eval_dir`.
 
@@ -462,8 +456,9 @@ def evaluate(checkpoint_dir,
   eval_modes = list(eval_modes)
   policy_dir = os.path.join(checkpoint_dir, policy_save_dir) if policy_save_dir else checkpoint_dir
 
-  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
-      environment, agent_class, meta_agent_class, state_preprocess_class, representation.InverseDynamics)
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(environment, agent_class, meta_agent_class,
+                                                                  state_preprocess_class,
+                                                                  representation.InverseDynamics)
   modes = meta_agent.tf_context.modes
   unknown = [mode for mode in eval_modes if mode not in modes]
   if unknown:
@@ -474,10 +469,9 @@ def evaluate(checkpoint_dir,
   if num_threads is None:
     num_threads = min(8, os.cpu_count() or 1)
   environments = rollout.ParallelEnvironments(rollout.make_environments(environment, num_envs), num_threads)
-  evaluation = CheckpointEvaluation(
-      (meta_agent, uvf_agent, state_preprocess), environments, eval_dir, eval_modes, num_episodes_eval,
-      max_steps_per_episode, gamma, seed, generate_summaries,
-      min(num_episodes_videos, num_envs) if generate_videos else 0, video, tuner_hook)
+  evaluation = CheckpointEvaluation((meta_agent, uvf_agent, state_preprocess), environments, eval_dir, eval_modes,
+                                    num_episodes_eval, max_steps_per_episode, gamma, seed, generate_summaries,
+                                    min(num_episodes_videos, num_envs) if generate_videos else 0, video, tuner_hook)
 
   logging.info('Evaluating policies at %s; running episodes for %d steps.', policy_dir, max_steps_per_episode)
   try:

@@ -20,7 +20,6 @@ EvalError = rollout.EvalError
 
 # Success distance, results files and columns: `uvf/protocol.py`.
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Statistics.
 
@@ -52,7 +51,7 @@ def episode_statistics(rewards, meta_rewards, final_distances, discounts=None, g
   if rewards.shape[0] == 0 or rewards.shape[1] == 0:
     raise ValueError('episode_statistics: no episodes or no steps.')
   discounts = np.ones_like(rewards) if discounts is None else np.asarray(discounts, np.float64)
-  weights = discounts * gamma ** np.arange(rewards.shape[1], dtype=np.float64)[None]
+  weights = discounts * gamma**np.arange(rewards.shape[1], dtype=np.float64)[None]
   episode_rewards = np.sum(rewards * weights, axis=1)
   episode_meta_rewards = np.sum(meta_rewards * weights, axis=1)
   successes = final_distances < success_distance
@@ -87,24 +86,25 @@ def final_distances(final_states, previous_states, targets, state_indices, relat
   targets = np.asarray(targets, np.float64)
   idx = list(state_indices)
   goal = targets + np.asarray(previous_states, np.float64)[:, idx] if relative else targets
-  return np.sqrt(np.sum((final_states[:, idx] - goal) ** 2, axis=-1))
+  return np.sqrt(np.sum((final_states[:, idx] - goal)**2, axis=-1))
 
 
 def task_state_indices(target_dim):
   """(state indices, relative) of the task reward (gin `task/negative_distance`): the state dimensions the target is
   compared with (default: the first `target_dim`) and whether the target is relative to the state."""
+
   def query(name, default):
     try:
       value = gin.query_parameter(f'task/negative_distance.{name}')
     except ValueError:
       return default
     return default if value is None else value
+
   indices = [int(i) for i in query('state_indices', list(range(target_dim)))]
   if len(indices) != target_dim:
     raise EvalError(f'task/negative_distance.state_indices = {indices} has {len(indices)} entries for a task '
                     f'target of dimension {target_dim} (meta/Context.context_shapes).')
   return indices, bool(query('relative_context', False))
-
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -162,8 +162,10 @@ class Results(object):
 
 def format_table(rows):
   """The per-goal table printed after each checkpoint."""
-  lines = [f'{"mode":<8} {"goal":<16} {"success":>8} {"reward":>11} {"meta_reward":>12} {"final_dist":>11} '
-           f'{"time_s":>7}']
+  lines = [
+      f'{"mode":<8} {"goal":<16} {"success":>8} {"reward":>11} {"meta_reward":>12} {"final_dist":>11} '
+      f'{"time_s":>7}'
+  ]
   for row in rows:
     goal = json.dumps(row['goal']) if not isinstance(row['goal'], str) else row['goal']
     lines.append(f'{row["mode"]:<8} {goal:<16} {row["success_rate"]:>8.2f} {row["mean_reward"]:>11.2f} '

@@ -88,8 +88,8 @@ def clip_goals(goals, goal_minimum, goal_maximum):
   return tf.clip_by_value(goals, tf.cast(minimum, goals.dtype), tf.cast(maximum, goals.dtype))
 
 
-def candidate_log_probs(candidates, low_states, low_actions, low_state_reprs, actor_fn, action_minimum,
-                        action_maximum, multi_transition_fn=None, candidate_actor_fn=None):
+def candidate_log_probs(candidates, low_states, low_actions, low_state_reprs, actor_fn, action_minimum, action_maximum,
+                        multi_transition_fn=None, candidate_actor_fn=None):
   """The log-likelihood (up to constants) of the stored low-level actions under each candidate goal.
 
   Args:
@@ -238,15 +238,16 @@ class GoalRelabeler(tf.Module):
     states, next_states = tf.convert_to_tensor(states), tf.convert_to_tensor(next_states)
     state_reprs, next_state_reprs = self._reprs(states, goal_dim), self._reprs(next_states, goal_dim)
     if self.strategy == 'FuN':
-      return tf.stop_gradient(candidate_goals(state_reprs, next_state_reprs, goals, *self._goal_bounds,
-                                              num_samples=1, scale=0.1, rng=self._rng))
+      return tf.stop_gradient(
+          candidate_goals(state_reprs, next_state_reprs, goals, *self._goal_bounds, num_samples=1, scale=0.1,
+                          rng=self._rng))
     if candidates is None:
       candidates = candidate_goals(state_reprs, next_state_reprs, goals, *self._goal_bounds,
                                    num_samples=self.num_candidates, scale=0.5, rng=self._rng)
     candidates = tf.stop_gradient(candidates)
     low_states, low_actions = tf.convert_to_tensor(low_states), tf.convert_to_tensor(low_actions)
-    log_probs = candidate_log_probs(candidates, low_states, low_actions, self._reprs(low_states, goal_dim), actor_fn,
-                                    *self._action_bounds, multi_transition_fn=self._multi_transition_fn,
-                                    candidate_actor_fn=None if candidate_actor_fn is None else functools.partial(
-                                        candidate_actor_fn, compute_dtype=self.compute_dtype))
+    log_probs = candidate_log_probs(
+        candidates, low_states, low_actions, self._reprs(low_states, goal_dim), actor_fn, *self._action_bounds,
+        multi_transition_fn=self._multi_transition_fn, candidate_actor_fn=None
+        if candidate_actor_fn is None else functools.partial(candidate_actor_fn, compute_dtype=self.compute_dtype))
     return best_goals(candidates, log_probs)

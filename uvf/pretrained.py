@@ -46,18 +46,19 @@ from uvf import quiet_imports
 quiet_imports.load()  # Before TensorFlow and tf-agents load: their start-up lines off (uvf/quiet_imports.py).
 
 # pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
-import gin
-import numpy as np
-import tensorflow as tf
+import gin  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
-import uvf.configurables  # noqa: F401  pylint: disable=unused-import  (every gin name of config.gin)
-from rundir import checkpoints as run_checkpoints
-from uvf import build
-from uvf import checkpoints
-from uvf import eval as eval_lib  # pylint: disable=redefined-builtin
-from uvf import eval_results
-from uvf import representation
-from uvf import rollout
+from rundir import checkpoints as run_checkpoints  # noqa: E402
+from uvf import build  # noqa: E402
+from uvf import checkpoints  # noqa: E402
+from uvf import eval as eval_lib  # noqa: E402  pylint: disable=redefined-builtin
+from uvf import eval_results  # noqa: E402
+from uvf import representation  # noqa: E402
+from uvf import rollout  # noqa: E402
+import uvf.configurables  # noqa: F401,E402  pylint: disable=unused-import  (every gin name of config.gin)
+
 # pylint: enable=g-import-not-at-top,wrong-import-position,g-bad-import-order
 
 TASKS = ('AntMaze', 'AntPush', 'AntFall')
@@ -80,8 +81,10 @@ def bundle_dir(task):
   if task not in _SNAKE:
     raise ValueError(f'unknown task {task!r}: the trained policies are {", ".join(TASKS)}.')
   snake = _SNAKE[task]
-  candidates = [PACKAGE_DIR / 'trained' / snake / 'best_policy',
-                PACKAGE_DIR.parent / 'docs' / 'reproduction' / snake / 'best_policy']
+  candidates = [
+      PACKAGE_DIR / 'trained' / snake / 'best_policy',
+      PACKAGE_DIR.parent / 'docs' / 'reproduction' / snake / 'best_policy'
+  ]
   for candidate in candidates:
     if candidate.is_dir():
       return candidate
@@ -140,17 +143,22 @@ def load_policy(task_or_dir):
     gin.clear_config()
     gin.parse_config_file(str(directory / CONFIG))
   settings = gin.get_bindings('evaluate')  # resolves the references: builds @create_maze_env() as evaluate gets it
-  missing = [name for name in ('environment', 'agent_class', 'meta_agent_class', 'state_preprocess_class')
-             if settings.get(name) is None]
+  missing = [
+      name for name in ('environment', 'agent_class', 'meta_agent_class', 'state_preprocess_class')
+      if settings.get(name) is None
+  ]
   if missing:
     raise ValueError(f'{directory / CONFIG} binds no evaluate.{", evaluate.".join(missing)}: it is not the config '
                      'of a HIRO policy (regenerate it with scripts/export_policy_config.py).')
   environment = settings['environment']
-  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
-      environment, settings['agent_class'], settings['meta_agent_class'], settings['state_preprocess_class'],
-      representation.InverseDynamics)
-  counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
-              for name in ('global_step', 'num_episodes', 'num_resets')]
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(environment, settings['agent_class'],
+                                                                  settings['meta_agent_class'],
+                                                                  settings['state_preprocess_class'],
+                                                                  representation.InverseDynamics)
+  counters = [
+      tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
+      for name in ('global_step', 'num_episodes', 'num_resets')
+  ]
   variables = build.policy_variables_by_tf1_name(uvf_agent, meta_agent, state_preprocess, *counters)
   restored = checkpoints.restore_policy(prefix, variables, known_configs=eval_lib.CONFIGS_BY_SHAPES)
   state_indices, relative = eval_results.task_state_indices(meta_agent.tf_context.context_specs[0].shape[0])
@@ -158,13 +166,23 @@ def load_policy(task_or_dir):
   target = info.get('goal')
   if target is None:
     target = meta_agent.tf_context.sample_contexts(mode, 1)[0][0][0].numpy()
-  details = {'task': info.get('task'), 'bundle': str(directory), 'checkpoint': restored,
-             'step': int(counters[0].numpy()), 'mode': mode, 'target': [float(x) for x in target],
-             'state_indices': state_indices, 'relative_target': relative,
-             'success_rate': info.get('success_rate'), 'mean_final_distance': info.get('mean_final_distance'),
-             'num_episodes': info.get('num_episodes'), 'seed': info.get('seed'), 'heldout': info.get('heldout'),
-             'config_files': list(info.get('config_files') or []),
-             'bindings': list(info.get('bindings') or [])}
+  details = {
+      'task': info.get('task'),
+      'bundle': str(directory),
+      'checkpoint': restored,
+      'step': int(counters[0].numpy()),
+      'mode': mode,
+      'target': [float(x) for x in target],
+      'state_indices': state_indices,
+      'relative_target': relative,
+      'success_rate': info.get('success_rate'),
+      'mean_final_distance': info.get('mean_final_distance'),
+      'num_episodes': info.get('num_episodes'),
+      'seed': info.get('seed'),
+      'heldout': info.get('heldout'),
+      'config_files': list(info.get('config_files') or []),
+      'bindings': list(info.get('bindings') or [])
+  }
   observation_dim = int(environment.observation_spec().shape[0])
   return HiroPolicy(meta_agent, uvf_agent, state_preprocess, observation_dim, target, details)
 
@@ -242,14 +260,13 @@ class HiroPolicy(tf.Module):
 
     def advance():
       previous = self._previous.read_value()[None]
-      goals, targets = rollout.next_goals(
-          self._low_context, self._meta_context, self._meta_agent, self._goal.read_value()[None],
-          self._target.read_value()[None], t - 1, previous, obs, self._state_preprocess(previous),
-          self._state_preprocess(obs))
+      goals, targets = rollout.next_goals(self._low_context, self._meta_context, self._meta_agent,
+                                          self._goal.read_value()[None],
+                                          self._target.read_value()[None], t - 1, previous, obs,
+                                          self._state_preprocess(previous), self._state_preprocess(obs))
       return goals, tf.cast(targets, tf.float32)
 
-    goals, targets = tf.cond(t > 0, advance,
-                             lambda: (self._goal.read_value()[None], self._target.read_value()[None]))
+    goals, targets = tf.cond(t > 0, advance, lambda: (self._goal.read_value()[None], self._target.read_value()[None]))
     actions = tf.clip_by_value(self._uvf_agent.actions(obs, [goals]), self.action_low, self.action_high)
     self._goal.assign(goals[0])
     self._target.assign(targets[0])

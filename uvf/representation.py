@@ -131,8 +131,8 @@ class ActionEmbedNetwork(_EmbeddingNetwork):
   """psi: flattened actions [B, action_dim] (and states [B, state_dim]) -> float32 [B, num_output_dims] ([B] if
   num_output_dims == 1, as the original)."""
 
-  def __init__(self, action_dim, state_dim=None, scope='action_embed_net', num_output_dims=2,
-               hidden_layers=(400, 300), activation_fn=tf.nn.relu, zero_time=True, images=False):
+  def __init__(self, action_dim, state_dim=None, scope='action_embed_net', num_output_dims=2, hidden_layers=(400, 300),
+               activation_fn=tf.nn.relu, zero_time=True, images=False):
     action_dim, state_dim = int(action_dim), (None if state_dim is None else int(state_dim))
     super().__init__(scope, 'hidden', action_dim + (state_dim or 0), hidden_layers, num_output_dims, activation_fn)
     self.action_dim, self.state_dim = action_dim, state_dim
@@ -154,14 +154,8 @@ class ActionEmbedNetwork(_EmbeddingNetwork):
 
 @gin.configurable(denylist=['state_dim', 'scope'])
 @network_factory
-def state_preprocess_net(state_dim,
-                         scope='state_process_net',
-                         num_output_dims=2,
-                         states_hidden_layers=(100,),
-                         normalizer_fn=None,
-                         activation_fn=tf.nn.relu,
-                         zero_time=True,
-                         images=False):
+def state_preprocess_net(state_dim, scope='state_process_net', num_output_dims=2, states_hidden_layers=(100,),
+                         normalizer_fn=None, activation_fn=tf.nn.relu, zero_time=True, images=False):
   """Builds phi, a `StatePreprocessNetwork` (gin `state_preprocess_net`; hiro_repr binds hidden (100, 100) and
   num_output_dims %SUBGOAL_DIM). The original's `states` argument became `state_dim` (the observation size O); the
   hyper-parameters and their defaults are the original's. `normalizer_fn` must be None (HIRO's value)."""
@@ -174,15 +168,8 @@ def state_preprocess_net(state_dim,
 
 @gin.configurable(denylist=['action_dim', 'state_dim', 'scope'])
 @network_factory
-def action_embed_net(action_dim,
-                     state_dim=None,
-                     scope='action_embed_net',
-                     num_output_dims=2,
-                     hidden_layers=(400, 300),
-                     normalizer_fn=None,
-                     activation_fn=tf.nn.relu,
-                     zero_time=True,
-                     images=False):
+def action_embed_net(action_dim, state_dim=None, scope='action_embed_net', num_output_dims=2, hidden_layers=(400, 300),
+                     normalizer_fn=None, activation_fn=tf.nn.relu, zero_time=True, images=False):
   """Builds psi, an `ActionEmbedNetwork` (gin `action_embed_net`). The original's `actions` and `states` arguments
   became their sizes: `action_dim` = c * A (the flattened actions of a meta transition) and `state_dim` = O (None:
   no state input). `normalizer_fn` must be None."""
@@ -201,7 +188,7 @@ def huber(x, kappa=HUBER_KAPPA):
 
 def index_probabilities(num_steps, discount=INDEX_DISCOUNT):
   """float64 [num_steps]: P(i) proportional to discount^i, the last weight divided by (1 - discount)."""
-  weights = discount ** np.arange(num_steps, dtype=np.float64)
+  weights = discount**np.arange(num_steps, dtype=np.float64)
   weights[-1] /= 1.0 - discount
   return weights / weights.sum()
 
@@ -227,12 +214,8 @@ class StatePreprocess(tf.Module):
   STATE_PREPROCESS_NET_SCOPE = 'state_process_net'
   ACTION_EMBED_NET_SCOPE = 'action_embed_net'
 
-  def __init__(self, trainable=False,
-               state_preprocess_net=lambda states: states,
-               action_embed_net=lambda actions, *args, **kwargs: actions,
-               ndims=None,
-               scope=None,
-               seed=None):
+  def __init__(self, trainable=False, state_preprocess_net=lambda states: states,
+               action_embed_net=lambda actions, *args, **kwargs: actions, ndims=None, scope=None, seed=None):
     super().__init__(name='state_preprocess')
     self.trainable = bool(trainable)
     if scope is None:
@@ -280,15 +263,15 @@ class StatePreprocess(tf.Module):
     join = lambda net: f'{self._scope}/{net}' if self._scope else net  # pylint: disable=unnecessary-lambda-assignment
     with tf.init_scope():
       self._phi = self._state_preprocess_net(int(state_dim), scope=join(self.STATE_PREPROCESS_NET_SCOPE))
-      self._psi = self._action_embed_net(int(num_steps) * int(action_dim), state_dim=int(state_dim),
-                                         scope=join(self.ACTION_EMBED_NET_SCOPE))
+      self._psi = self._action_embed_net(
+          int(num_steps) * int(action_dim), state_dim=int(state_dim), scope=join(self.ACTION_EMBED_NET_SCOPE))
       if self._psi.output_dim != self._phi.output_dim:
         raise ValueError(f'action_embed_net.num_output_dims ({self._psi.output_dim}) must equal '
                          f'state_preprocess_net.num_output_dims ({self._phi.output_dim}).')
       with tf.name_scope(''):  # the original's tf.get_variable('all_embed') in the root scope
         self._all_embed = tf.Variable(tf.zeros([MEMORY_SIZE, self._phi.output_dim], tf.float32), name='all_embed')
-      self._rng = (tf.random.Generator.from_non_deterministic_state() if self._seed is None else
-                   tf.random.Generator.from_seed(self._seed))
+      self._rng = (tf.random.Generator.from_non_deterministic_state()
+                   if self._seed is None else tf.random.Generator.from_seed(self._seed))
     self._num_steps = int(num_steps)
     self._state_dim, self._action_dim = int(state_dim), int(action_dim)
 
@@ -494,6 +477,6 @@ class InverseDynamics(object):
       sc: the Gaussian's standard deviation in units of the spec's half range.
       rng: the `tf.random.Generator` to use (default the global one).
     """
-    return off_policy_correction.candidate_goals(
-        states, next_states, orig_goals, np.asarray(self._spec.minimum), np.asarray(self._spec.maximum),
-        num_samples=num_samples, scale=sc, rng=rng)
+    return off_policy_correction.candidate_goals(states, next_states, orig_goals, np.asarray(self._spec.minimum),
+                                                 np.asarray(self._spec.maximum), num_samples=num_samples, scale=sc,
+                                                 rng=rng)

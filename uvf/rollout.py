@@ -245,9 +245,15 @@ class Evaluator(tf.Module):
       discount_array = discount_array.write(t, discounts)
       previous = obs
       obs = next_obs
-    return {'rewards': reward_array.stack(), 'meta_rewards': meta_reward_array.stack(),
-            'discounts': discount_array.stack(), 'final_states': obs, 'previous_states': previous,
-            'final_targets': final_targets, 'goals': goal_array.stack()}
+    return {
+        'rewards': reward_array.stack(),
+        'meta_rewards': meta_reward_array.stack(),
+        'discounts': discount_array.stack(),
+        'final_states': obs,
+        'previous_states': previous,
+        'final_targets': final_targets,
+        'goals': goal_array.stack()
+    }
 
   def run(self, targets, num_steps, seeds, record=0):
     """Runs len(environments) episodes of `num_steps` steps -> dict of NumPy arrays (see `_rollout_fn`; [N, T]
@@ -261,7 +267,6 @@ class Evaluator(tf.Module):
       out[key] = out[key].T
     out['goals'] = np.swapaxes(out['goals'], 0, 1)
     return out
-
 
 
 def make_environments(environment, num):

@@ -80,9 +80,9 @@ class TrainingLoop(object):
     self.policy_dir = os.path.join(train_dir, settings.policy_save_dir)
     self.manager = self._full_manager()
     self.policy_checkpoint = tf.train.Checkpoint(variables=trainer.policy_variables_by_tf1_name())
-    self.policy_manager = tf.train.CheckpointManager(
-        self.policy_checkpoint, self.policy_dir, max_to_keep=settings.max_policies_to_save,
-        checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
+    self.policy_manager = tf.train.CheckpointManager(self.policy_checkpoint, self.policy_dir,
+                                                     max_to_keep=settings.max_policies_to_save,
+                                                     checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
     self.writer = None  # created by `run`, after the checks of the run directory
     self.checkpoint_bytes = None  # of one full checkpoint (`check_free_space`)
     self.last_saved_step = None
@@ -125,8 +125,10 @@ class TrainingLoop(object):
     variables it holds (replay buffers, networks, optimizer slots, ...), plus 1%."""
     if self.checkpoint_bytes:
       return self.checkpoint_bytes
-    return int(1.01 * _variable_bytes(self.checkpoint, list(self.trainer.optimizers.values()) + (
-        [self.trainer.repr_update.optimizer] if self.trainer.repr_update is not None else [])))
+    return int(1.01 * _variable_bytes(
+        self.checkpoint,
+        list(self.trainer.optimizers.values()) +
+        ([self.trainer.repr_update.optimizer] if self.trainer.repr_update is not None else [])))
 
   def check_free_space(self):
     """Says what the checkpoints of the run need, and stops if the disk cannot hold its full checkpoints.
@@ -147,11 +149,12 @@ class TrainingLoop(object):
     if self.settings.max_policies_to_save:
       policies = min(policies, self.settings.max_policies_to_save + 1)
     free = storage.free_bytes(self.train_dir)
-    print(f'Checkpoints: full checkpoints {formatting.format_bytes(full)} each ({FULL_CHECKPOINTS_KEPT} kept, '
-          f'{FULL_CHECKPOINTS_KEPT + 1} during a save: {formatting.format_bytes(full_needed)} more needed), policy '
-          f'checkpoints {formatting.format_bytes(policy)} each ({policies} more to the end: '
-          f'{formatting.format_bytes(policies * policy)}); {formatting.format_bytes(free)} free in '
-          f'{self.train_dir}.', flush=True)
+    print(
+        f'Checkpoints: full checkpoints {formatting.format_bytes(full)} each ({FULL_CHECKPOINTS_KEPT} kept, '
+        f'{FULL_CHECKPOINTS_KEPT + 1} during a save: {formatting.format_bytes(full_needed)} more needed), policy '
+        f'checkpoints {formatting.format_bytes(policy)} each ({policies} more to the end: '
+        f'{formatting.format_bytes(policies * policy)}); {formatting.format_bytes(free)} free in '
+        f'{self.train_dir}.', flush=True)
     if free is None:
       return
     if free < full_needed:
@@ -163,8 +166,8 @@ class TrainingLoop(object):
           'smaller checkpoints). Nothing was written.')
     if free < full_needed + policies * policy:
       logging.warning('The policy checkpoints to the end of the run need %s more than the %s free in %s.',
-                      formatting.format_bytes(full_needed + policies * policy - free),
-                      formatting.format_bytes(free), self.train_dir)
+                      formatting.format_bytes(full_needed + policies * policy - free), formatting.format_bytes(free),
+                      self.train_dir)
 
   def save(self):
     """Writes a full checkpoint `model.ckpt-<global step>` (not again for the step of the last one).
@@ -181,9 +184,8 @@ class TrainingLoop(object):
       path = self.manager.save(checkpoint_number=step)
     except (tf.errors.OpError, OSError) as e:
       run_checkpoints.remove_partial_saves(self.train_dir)
-      raise storage.storage_error(
-          e, self.train_dir, f'the full checkpoint model.ckpt-{step}', needed=self.full_checkpoint_bytes(),
-          intact=self.manager.latest_checkpoint) from None
+      raise storage.storage_error(e, self.train_dir, f'the full checkpoint model.ckpt-{step}',
+                                  needed=self.full_checkpoint_bytes(), intact=self.manager.latest_checkpoint) from None
     self.last_saved_step = step
     self.checkpoint_bytes = run_checkpoints.checkpoint_bytes(path)
     logging.info('Saved the full checkpoint %s', path)
@@ -238,8 +240,7 @@ class TrainingLoop(object):
         tf.summary.scalar('repr/loss', metrics['repr/loss'])
       finished = int(min(t.num_episodes.numpy(), collect.EPISODE_HISTORY))
       if finished:
-        tf.summary.scalar('avg_episode_final_distance',
-                          tf.reduce_mean(t.collector.episode_final_distances[:finished]))
+        tf.summary.scalar('avg_episode_final_distance', tf.reduce_mean(t.collector.episode_final_distances[:finished]))
       if steps_per_sec is not None:
         tf.summary.scalar('global_step/sec', steps_per_sec)
     self.writer.flush()
@@ -291,8 +292,9 @@ class TrainingLoop(object):
     """
     total = self.settings.total_steps
     eta_s = (total - step) / max(rate, 1e-9)
-    print(f'global step {step} / {total}: loss = {loss:.4f} ({1.0 / max(rate, 1e-9):.4f} sec/step) ({rate:.0f} '
-          f'steps/sec), ETA {formatting.format_duration(eta_s)}', flush=True)
+    print(
+        f'global step {step} / {total}: loss = {loss:.4f} ({1.0 / max(rate, 1e-9):.4f} sec/step) ({rate:.0f} '
+        f'steps/sec), ETA {formatting.format_duration(eta_s)}', flush=True)
     progress.write_progress(self.train_dir, step, total_steps=total, rate=rate, eta_s=eta_s, state='running')
 
   def run(self):
@@ -310,8 +312,8 @@ class TrainingLoop(object):
     self.writer = self._writing('TensorBoard summaries', tf.summary.create_file_writer, self.train_dir)
     policy_every = (f'a policy checkpoint every {settings.save_policy_every_n_steps} steps'
                     if settings.save_policy_every_n_steps else 'no policy checkpoints')
-    progress_every = (f'a progress line every {settings.log_every_n_steps} steps' if settings.log_every_n_steps
-                      else 'no progress lines')
+    progress_every = (f'a progress line every {settings.log_every_n_steps} steps'
+                      if settings.log_every_n_steps else 'no progress lines')
     logging.info('Training to global step %d (environment steps), from step %d; %s, %s.', settings.total_steps,
                  int(t.global_step.numpy()), progress_every, policy_every)
     progress.write_progress(self.train_dir, int(t.global_step.numpy()), total_steps=settings.total_steps,
@@ -384,7 +386,8 @@ class TrainingLoop(object):
     progress.write_progress(self.train_dir, step, total_steps=settings.total_steps, rate=rate,
                             state='finished' if finished else 'stopped')
     if stopping:
-      print(f'{stopping}: stopped at global step {step} of {settings.total_steps}; full checkpoint '
-            f'{self.manager.latest_checkpoint} written.', flush=True)
+      print(
+          f'{stopping}: stopped at global step {step} of {settings.total_steps}; full checkpoint '
+          f'{self.manager.latest_checkpoint} written.', flush=True)
     logging.info('Training finished at global step %d (%.1f s of training)', step, self.timings['train'])
     return step

@@ -53,8 +53,9 @@ LOAD_PATH = None  # The original's module constant: the default of `load_path`.
 
 def _reseed(trainer, seed):
   """Seeds the generators created by gin without a seed (replay sampling, context samplers, agents' noise)."""
-  generators = [trainer.replay_buffer.rng, trainer.meta_replay_buffer.rng, trainer.uvf_agent.rng,
-                trainer.meta_agent.rng]
+  generators = [
+      trainer.replay_buffer.rng, trainer.meta_replay_buffer.rng, trainer.uvf_agent.rng, trainer.meta_agent.rng
+  ]
   for agent in (trainer.uvf_agent, trainer.meta_agent):
     contexts = [agent.tf_context] + ([agent.sub_context] if hasattr(agent, 'sub_context') else [])
     for context in contexts:
@@ -115,20 +116,19 @@ COMPATIBILITY_ONLY = {
 # train_uvf's parameters of original features this port does not have: name -> (fn(value) -> True when the value is
 # one that works here (HIRO's), the message otherwise). No HIRO configuration sets another value.
 NOT_PORTED = {
-    'exp_action_wrapper': (lambda v: v is None,
-                           'train_uvf.exp_action_wrapper is not ported (HIRO does not use it).'),
-    'relabel_contexts': (lambda v: not v,
-                         'train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) are not '
-                         'ported; HIRO trains on the stored ones (False).'),
-    'meta_relabel_contexts': (lambda v: not v,
-                              'train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) are '
-                              'not ported; HIRO trains on the stored ones (False).'),
+    'exp_action_wrapper': (lambda v: v is None, 'train_uvf.exp_action_wrapper is not ported (HIRO does not use it).'),
+    'relabel_contexts':
+        (lambda v: not v, 'train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) are not '
+         'ported; HIRO trains on the stored ones (False).'),
+    'meta_relabel_contexts':
+        (lambda v: not v, 'train_uvf.relabel_contexts / meta_relabel_contexts (training on sampled contexts) are '
+         'not ported; HIRO trains on the stored ones (False).'),
     'repeat_size': (lambda v: not v, 'train_uvf.repeat_size > 0 is not ported (HIRO: 0).'),
     'clip_gradient_norm': (lambda v: not v, 'train_uvf.clip_gradient_norm > 0 is not ported (HIRO: 0).'),
     'replay_num_steps': (lambda v: v == 1, 'train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO '
-                                           'samples single transitions).'),
+                         'samples single transitions).'),
     'meta_replay_num_steps': (lambda v: v == 1, 'train_uvf.replay_num_steps / meta_replay_num_steps must be 1 (HIRO '
-                                                'samples single transitions).'),
+                              'samples single transitions).'),
 }
 
 
@@ -182,63 +182,20 @@ def _check_arguments(**kwargs):
 
 
 @gin.configurable
-def train_uvf(train_dir,
-              environment=None,
-              num_bin_actions=3,
-              agent_class=None,
-              meta_agent_class=None,
-              state_preprocess_class=None,
-              inverse_dynamics_class=None,
-              exp_action_wrapper=None,
-              replay_buffer=None,
-              meta_replay_buffer=None,
-              replay_num_steps=1,
-              meta_replay_num_steps=1,
-              critic_optimizer=None,
-              actor_optimizer=None,
-              meta_critic_optimizer=None,
-              meta_actor_optimizer=None,
-              repr_optimizer=None,
-              relabel_contexts=False,
-              meta_relabel_contexts=False,
-              batch_size=64,
-              repeat_size=0,
-              num_episodes_train=2000,
-              initial_episodes=2,
-              initial_steps=None,
-              num_updates_per_observation=1,
-              num_collect_per_update=1,
-              num_collect_per_meta_update=1,
-              gamma=1.0,
-              meta_gamma=1.0,
-              reward_scale_factor=1.0,
-              target_update_period=1,
-              should_stop_early=None,
-              clip_gradient_norm=0.0,
-              summarize_gradients=False,
-              debug_summaries=False,
-              log_every_n_steps=100,
-              prefetch_queue_capacity=2,
-              policy_save_dir='policy',
-              save_policy_every_n_steps=1000,
-              save_policy_interval_secs=0,
-              replay_context_ratio=0.0,
-              next_state_as_context_ratio=0.0,
-              state_index=0,
-              zero_timer_ratio=0.0,
-              timer_index=-1,
-              debug=False,
-              max_policies_to_save=None,
-              max_steps_per_episode=None,
-              load_path=LOAD_PATH,
-              goal_sample_strategy='sample',
-              save_interval_secs=300,
-              save_summaries_secs=30,
-              distribution_strategy='default',
-              seed=None,
-              steps_per_call=100,
-              jit_compile=False,
-              skip_delayed_actor_step=False):
+def train_uvf(
+    train_dir, environment=None, num_bin_actions=3, agent_class=None, meta_agent_class=None,
+    state_preprocess_class=None, inverse_dynamics_class=None, exp_action_wrapper=None, replay_buffer=None,
+    meta_replay_buffer=None, replay_num_steps=1, meta_replay_num_steps=1, critic_optimizer=None, actor_optimizer=None,
+    meta_critic_optimizer=None, meta_actor_optimizer=None, repr_optimizer=None, relabel_contexts=False,
+    meta_relabel_contexts=False, batch_size=64, repeat_size=0, num_episodes_train=2000, initial_episodes=2,
+    initial_steps=None, num_updates_per_observation=1, num_collect_per_update=1, num_collect_per_meta_update=1,
+    gamma=1.0, meta_gamma=1.0, reward_scale_factor=1.0, target_update_period=1, should_stop_early=None,
+    clip_gradient_norm=0.0, summarize_gradients=False, debug_summaries=False, log_every_n_steps=100,
+    prefetch_queue_capacity=2, policy_save_dir='policy', save_policy_every_n_steps=1000, save_policy_interval_secs=0,
+    replay_context_ratio=0.0, next_state_as_context_ratio=0.0, state_index=0, zero_timer_ratio=0.0, timer_index=-1,
+    debug=False, max_policies_to_save=None, max_steps_per_episode=None, load_path=LOAD_PATH,
+    goal_sample_strategy='sample', save_interval_secs=300, save_summaries_secs=30, distribution_strategy='default',
+    seed=None, steps_per_call=100, jit_compile=False, skip_delayed_actor_step=False):
   """Trains the meta and low-level agents of HIRO, writing checkpoints and summaries to `train_dir`.
 
   A run directory holding a full checkpoint resumes from it (counters, networks, optimizers, replay buffers,
@@ -302,31 +259,39 @@ def train_uvf(train_dir,
     environment.seed(seed)
     environment.reset()
   strategy = train_step.make_strategy(distribution_strategy)
-  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(
-      environment, agent_class, meta_agent_class, state_preprocess_class, inverse_dynamics_class, strategy,
-      debug_summaries=debug_summaries)
+  meta_agent, uvf_agent, state_preprocess, _ = build.build_agents(environment, agent_class, meta_agent_class,
+                                                                  state_preprocess_class, inverse_dynamics_class,
+                                                                  strategy, debug_summaries=debug_summaries)
 
   update_settings = train_settings.UpdateSettings(
-      batch_size=int(batch_size), gamma=float(gamma), meta_gamma=float(np.ravel(meta_gamma)[0]),  # a 1-tuple in TF1
-      reward_scale_factor=float(reward_scale_factor), target_update_period=int(target_update_period),
-      num_updates_per_observation=int(num_updates_per_observation), num_collect_per_update=int(num_collect_per_update),
-      num_collect_per_meta_update=int(num_collect_per_meta_update), goal_sample_strategy=goal_sample_strategy,
-      seed=seed, jit_compile=bool(jit_compile), skip_delayed_actor_step=bool(skip_delayed_actor_step))
+      batch_size=int(batch_size),
+      gamma=float(gamma),
+      meta_gamma=float(np.ravel(meta_gamma)[0]),  # a 1-tuple in TF1
+      reward_scale_factor=float(reward_scale_factor),
+      target_update_period=int(target_update_period),
+      num_updates_per_observation=int(num_updates_per_observation),
+      num_collect_per_update=int(num_collect_per_update),
+      num_collect_per_meta_update=int(num_collect_per_meta_update),
+      goal_sample_strategy=goal_sample_strategy,
+      seed=seed,
+      jit_compile=bool(jit_compile),
+      skip_delayed_actor_step=bool(skip_delayed_actor_step))
   loop_settings = train_settings.LoopSettings(
       total_steps=int(num_episodes_train * max_steps_per_episode + protocol.EXTRA_STEPS),
-      initial_steps=int(initial_steps),
-      max_steps_per_episode=int(max_steps_per_episode), steps_per_call=int(steps_per_call),
-      log_every_n_steps=int(log_every_n_steps or 0), save_summaries_secs=save_summaries_secs,
-      save_interval_secs=save_interval_secs, policy_save_dir=policy_save_dir,
-      save_policy_every_n_steps=int(save_policy_every_n_steps or 0),
-      save_policy_interval_secs=save_policy_interval_secs, max_policies_to_save=max_policies_to_save,
-      load_path=load_path)
+      initial_steps=int(initial_steps), max_steps_per_episode=int(max_steps_per_episode),
+      steps_per_call=int(steps_per_call), log_every_n_steps=int(log_every_n_steps or 0),
+      save_summaries_secs=save_summaries_secs, save_interval_secs=save_interval_secs, policy_save_dir=policy_save_dir,
+      save_policy_every_n_steps=int(save_policy_every_n_steps or
+                                    0), save_policy_interval_secs=save_policy_interval_secs,
+      max_policies_to_save=max_policies_to_save, load_path=load_path)
   trainer = train_step.HiroTrainer(
       py_env=environment, uvf_agent=uvf_agent, meta_agent=meta_agent, state_preprocess=state_preprocess,
-      replay_buffer=replay_buffer, meta_replay_buffer=meta_replay_buffer,
-      optimizers={'critic': critic_optimizer, 'actor': actor_optimizer, 'meta_critic': meta_critic_optimizer,
-                  'meta_actor': meta_actor_optimizer},
-      strategy=strategy, settings=update_settings, repr_optimizer=repr_optimizer)
+      replay_buffer=replay_buffer, meta_replay_buffer=meta_replay_buffer, optimizers={
+          'critic': critic_optimizer,
+          'actor': actor_optimizer,
+          'meta_critic': meta_critic_optimizer,
+          'meta_actor': meta_actor_optimizer
+      }, strategy=strategy, settings=update_settings, repr_optimizer=repr_optimizer)
   if seed is not None:
     _reseed(trainer, seed)
   loop = run_loop.TrainingLoop(trainer, train_dir, settings=loop_settings, should_stop_early=should_stop_early)

@@ -76,8 +76,8 @@ class HiroTrainer(tf.Module):
     repr_optimizer: the representation's optimizer (hiro_repr); unused when `state_preprocess` is not trainable.
   """
 
-  def __init__(self, *, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer,
-               optimizers, strategy, settings, repr_optimizer=None):
+  def __init__(self, *, py_env, uvf_agent, meta_agent, state_preprocess, replay_buffer, meta_replay_buffer, optimizers,
+               strategy, settings, repr_optimizer=None):
     super().__init__(name='hiro_trainer')
     self.uvf_agent, self.meta_agent = uvf_agent, meta_agent
     self.state_preprocess = state_preprocess
@@ -111,19 +111,22 @@ class HiroTrainer(tf.Module):
       _create_optimizer_slots(meta_actor_optimizer, meta_agent.get_trainable_actor_vars())
       _create_optimizer_slots(critic_optimizer, uvf_agent.get_trainable_critic_vars())
       _create_optimizer_slots(actor_optimizer, uvf_agent.get_trainable_actor_vars())
-      self.low_update = td3_update.Td3Update(
-          uvf_agent, critic_optimizer, actor_optimizer, target_update_period=settings.target_update_period,
-          num_updates=self.num_updates, skip_delayed_actor_step=settings.skip_delayed_actor_step,
-          jit_compile=settings.jit_compile, name='nometa')
-      self.meta_update = td3_update.Td3Update(
-          meta_agent, meta_critic_optimizer, meta_actor_optimizer, target_update_period=settings.target_update_period,
-          num_updates=self.num_meta_updates, skip_delayed_actor_step=settings.skip_delayed_actor_step,
-          jit_compile=settings.jit_compile, name='meta')
+      self.low_update = td3_update.Td3Update(uvf_agent, critic_optimizer, actor_optimizer,
+                                             target_update_period=settings.target_update_period,
+                                             num_updates=self.num_updates,
+                                             skip_delayed_actor_step=settings.skip_delayed_actor_step,
+                                             jit_compile=settings.jit_compile, name='nometa')
+      self.meta_update = td3_update.Td3Update(meta_agent, meta_critic_optimizer, meta_actor_optimizer,
+                                              target_update_period=settings.target_update_period,
+                                              num_updates=self.num_meta_updates,
+                                              skip_delayed_actor_step=settings.skip_delayed_actor_step,
+                                              jit_compile=settings.jit_compile, name='meta')
     seed = settings.seed
-    self.collector = collect.Collector(
-        py_env, uvf_agent=uvf_agent, meta_agent=meta_agent, state_preprocess=state_preprocess,
-        replay_buffer=replay_buffer, meta_replay_buffer=meta_replay_buffer, global_step=self.global_step,
-        num_episodes=self.num_episodes, num_resets=self.num_resets, seed=None if seed is None else seed + 1)
+    self.collector = collect.Collector(py_env, uvf_agent=uvf_agent, meta_agent=meta_agent,
+                                       state_preprocess=state_preprocess, replay_buffer=replay_buffer,
+                                       meta_replay_buffer=meta_replay_buffer, global_step=self.global_step,
+                                       num_episodes=self.num_episodes, num_resets=self.num_resets,
+                                       seed=None if seed is None else seed + 1)
     goal_spec = meta_agent.action_spec
     low_spec = uvf_agent.action_spec
     self.relabeler = off_policy_correction.GoalRelabeler(
@@ -158,12 +161,13 @@ class HiroTrainer(tf.Module):
     """
     batch = collect.LowTransition(*batch)
     state_reprs, next_state_reprs = self.state_preprocess(batch.states), self.state_preprocess(batch.next_states)
-    context_rewards, context_discounts = self.uvf_agent.compute_rewards(
-        state_reprs, batch.actions, batch.rewards * self._reward_scale_factor, next_state_reprs, [batch.goals])
+    context_rewards, context_discounts = self.uvf_agent.compute_rewards(state_reprs, batch.actions,
+                                                                        batch.rewards * self._reward_scale_factor,
+                                                                        next_state_reprs, [batch.goals])
     discounts = self._discounts(self.uvf_agent, context_discounts, [batch.goals], self._gamma)
     return (self.uvf_agent.merged_states(batch.states, [batch.goals]), batch.actions, context_rewards, discounts,
-            self.uvf_agent.merged_states(batch.next_states, [batch.next_goals]),
-            self.uvf_agent.target_noise(self._batch_size))
+            self.uvf_agent.merged_states(batch.next_states,
+                                         [batch.next_goals]), self.uvf_agent.target_noise(self._batch_size))
 
   @property
   def meta_period(self):
@@ -176,8 +180,11 @@ class HiroTrainer(tf.Module):
     batch = self.replay_buffer.get_random_batch(self._batch_size)
     args = self.low_level_inputs(batch)
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.low_update), args=args))
-    metrics = {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-               'average_step_reward': tf.reduce_mean(batch.rewards)}
+    metrics = {
+        'critic_loss': losses['critic_loss'],
+        'actor_loss': losses['actor_loss'],
+        'average_step_reward': tf.reduce_mean(batch.rewards)
+    }
     if self.repr_update is not None:
       # The original added its repr train op to the low-level train op: one representation step per low-level
       # update, after it here (the original's graph left them unordered), on a meta batch of its own.
@@ -214,16 +221,19 @@ class HiroTrainer(tf.Module):
                                                            [batch.contexts])
     discounts = self._discounts(self.meta_agent, context_discounts, [batch.contexts], self._meta_gamma)
     return (self.meta_agent.merged_states(batch.states, [batch.contexts]), goals, rewards, discounts,
-            self.meta_agent.merged_states(batch.next_states, [batch.next_contexts]),
-            self.meta_agent.target_noise(self._batch_size))
+            self.meta_agent.merged_states(batch.next_states,
+                                          [batch.next_contexts]), self.meta_agent.target_noise(self._batch_size))
 
   def _meta_level_update(self):
     """One meta TD3 update on a fresh meta batch with relabelled goals. Returns dict of float32 scalars."""
     batch = self.meta_replay_buffer.get_random_batch(self._batch_size)
     args = self.meta_level_inputs(batch)
     losses = _first_local(self.strategy, self.strategy.run(self._update_fn(self.meta_update), args=args))
-    return {'critic_loss': losses['critic_loss'], 'actor_loss': losses['actor_loss'],
-            'average_step_reward': tf.reduce_mean(batch.rewards)}
+    return {
+        'critic_loss': losses['critic_loss'],
+        'actor_loss': losses['actor_loss'],
+        'average_step_reward': tf.reduce_mean(batch.rewards)
+    }
 
   def _update_fn(self, update):
     """The Td3Update itself (a nested tf.function, XLA if asked) without a strategy; its body under one."""
@@ -266,8 +276,14 @@ class HiroTrainer(tf.Module):
       `inline_meta_update` the meta update is left to the caller (`meta_step`).
     """
     zero = tf.zeros([])
-    metrics = {'nometa/critic_loss': zero, 'nometa/actor_loss': zero, 'nometa/average_step_reward': zero,
-               'meta/critic_loss': zero, 'meta/actor_loss': zero, 'meta/average_step_reward': zero}
+    metrics = {
+        'nometa/critic_loss': zero,
+        'nometa/actor_loss': zero,
+        'nometa/average_step_reward': zero,
+        'meta/critic_loss': zero,
+        'meta/actor_loss': zero,
+        'meta/average_step_reward': zero
+    }
     if self.repr_update is not None:
       metrics['repr/loss'] = zero
     meta_updates = tf.constant(0, tf.int64)
@@ -283,8 +299,9 @@ class HiroTrainer(tf.Module):
       meta = {k: v for k, v in metrics.items() if k.startswith('meta/')}
       if self.inline_meta_update:
         do_meta = tf.logical_and(self.meta_due(last_step, step), self.meta_replay_buffer.num_adds > 0)
-        meta = tf.cond(do_meta, lambda: {'meta/' + k: v for k, v in self._meta_level_update().items()},
-                       lambda: meta)
+        meta = tf.cond(do_meta, lambda: {
+            'meta/' + k: v for k, v in self._meta_level_update().items()
+        }, lambda: meta)  # noqa: B023  (called within this iteration)
         meta_updates += tf.cast(do_meta, tf.int64)
       metrics = dict(low, **meta)
       last_step = step
@@ -299,8 +316,8 @@ class HiroTrainer(tf.Module):
 
   def policy_variables_by_tf1_name(self):
     """{original TF1 name: variable} of the original's policy checkpoint (module function of the same name)."""
-    return build.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess,
-                                              self.global_step, self.num_episodes, self.num_resets)
+    return build.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess, self.global_step,
+                                              self.num_episodes, self.num_resets)
 
   def full_checkpoint(self):
     """The `tf.train.Checkpoint` of everything a restart needs (with hiro_repr also the representation's networks,
@@ -308,9 +325,9 @@ class HiroTrainer(tf.Module):
     extra = {}
     if self.repr_update is not None:
       extra = {'state_preprocess': self.state_preprocess, 'repr': self.repr_update.optimizer}
-    return tf.train.Checkpoint(
-        uvf_agent=self.uvf_agent, meta_agent=self.meta_agent, replay_buffer=self.replay_buffer,
-        meta_replay_buffer=self.meta_replay_buffer, collector=self.collector, relabeler=self.relabeler,
-        low_update=self.low_update, meta_update=self.meta_update, global_step=self.global_step,
-        num_episodes=self.num_episodes, num_resets=self.num_resets, num_updates=self.num_updates,
-        num_meta_updates=self.num_meta_updates, **self.optimizers, **extra)
+    return tf.train.Checkpoint(uvf_agent=self.uvf_agent, meta_agent=self.meta_agent, replay_buffer=self.replay_buffer,
+                               meta_replay_buffer=self.meta_replay_buffer, collector=self.collector,
+                               relabeler=self.relabeler, low_update=self.low_update, meta_update=self.meta_update,
+                               global_step=self.global_step, num_episodes=self.num_episodes, num_resets=self.num_resets,
+                               num_updates=self.num_updates, num_meta_updates=self.num_meta_updates, **self.optimizers,
+                               **extra)

@@ -25,7 +25,8 @@ _MARKER_SUBGOAL_RGBA = (0.1, 0.3, 0.9, 0.6)
 
 
 def _frame_text(image, text):
-  from PIL import Image, ImageDraw  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  from PIL import ImageDraw  # pylint: disable=g-import-not-at-top
   picture = Image.fromarray(image)
   draw = ImageDraw.Draw(picture)
   draw.rectangle([0, 0, picture.width, 14], fill=(0, 0, 0))
@@ -66,8 +67,8 @@ def render_frames(env, recorded_qpos, recorded_subgoals, episode, targets, dista
       scene = renderer.scene
       for pos, radius, rgba in markers:
         if scene.ngeom < scene.maxgeom:
-          mujoco.mjv_initGeom(scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE, np.array([radius, 0., 0.]),
-                              pos, np.eye(3).ravel(), np.asarray(rgba, np.float32))
+          mujoco.mjv_initGeom(scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE, np.array([radius, 0., 0.]), pos,
+                              np.eye(3).ravel(), np.asarray(rgba, np.float32))
           scene.ngeom += 1
       distance = f'  distance {distances[t - 1]:.2f}' if t > 0 else ''
       frames.append(_frame_text(renderer.render(), f'{mode}  checkpoint {step}  t = {t}{distance}'))
@@ -88,9 +89,10 @@ def write_video(frames, path, fps):
     _, height, width, _ = frames.shape
     tmp = path + '.partial.mp4'  # renamed when complete
     for codec in ('libx264', 'mpeg4'):
-      command = [ffmpeg, '-y', '-loglevel', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s',
-                 f'{width}x{height}', '-r', str(fps), '-i', '-', '-an', '-c:v', codec, '-pix_fmt', 'yuv420p',
-                 '-f', 'mp4', tmp]
+      command = [
+          ffmpeg, '-y', '-loglevel', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', f'{width}x{height}', '-r',
+          str(fps), '-i', '-', '-an', '-c:v', codec, '-pix_fmt', 'yuv420p', '-f', 'mp4', tmp
+      ]
       result = subprocess.run(command, input=frames.tobytes(), capture_output=True, check=False)
       if result.returncode == 0:
         os.replace(tmp, target)
@@ -167,8 +169,8 @@ def write_mode_video(environments, num_episodes, targets, distances, mode, step,
   frames = np.concatenate([
       render_frames(environments.envs[i], environments.recorded_qpos, environments.recorded_subgoals, i, targets,
                     distances[i], mode, step, settings['width'], settings['height'], settings['every_n_steps'],
-                    subgoals=subgoals)
-      for i in range(num_episodes)])
+                    subgoals=subgoals) for i in range(num_episodes)
+  ])
   file = write_video(frames, os.path.join(eval_dir, VIDEO_DIR, f'{mode}_hrl_step_{step}'), settings['fps'])
   logging.info('Wrote %s (%d episodes, %d frames, %.1f s).', file, num_episodes, len(frames), time.time() - start)
   return file

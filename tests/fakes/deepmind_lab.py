@@ -94,8 +94,11 @@ class Lab:
     frame[:, :, 0] = self._frame % 256
     frame[:, :, 1] = (self._seed or 0) % 256
     frame[:, :, 2] = self._episodes % 256
-    result = {'RGB_INTERLEAVED': frame, 'RGBD_INTERLEAVED': np.zeros((self.height, self.width, 4), np.uint8),
-              'INSTR': f'episode {self._seed}'}
+    result = {
+        'RGB_INTERLEAVED': frame,
+        'RGBD_INTERLEAVED': np.zeros((self.height, self.width, 4), np.uint8),
+        'INSTR': f'episode {self._seed}'
+    }
     return {name: result[name] for name in self.observation_names}
 
   def step(self, action, num_steps=1):
@@ -129,9 +132,19 @@ class Lab:
     return [{'name': name, 'min': low, 'max': high} for name, low, high in _ACTIONS]
 
   def observation_spec(self):
-    return [{'name': 'RGB_INTERLEAVED', 'dtype': np.uint8, 'shape': (self.height, self.width, 3)},
-            {'name': 'RGBD_INTERLEAVED', 'dtype': np.uint8, 'shape': (self.height, self.width, 4)},
-            {'name': 'INSTR', 'dtype': str, 'shape': ()}]
+    return [{
+        'name': 'RGB_INTERLEAVED',
+        'dtype': np.uint8,
+        'shape': (self.height, self.width, 3)
+    }, {
+        'name': 'RGBD_INTERLEAVED',
+        'dtype': np.uint8,
+        'shape': (self.height, self.width, 4)
+    }, {
+        'name': 'INSTR',
+        'dtype': str,
+        'shape': ()
+    }]
 
 
 def set_runfiles_path(path):

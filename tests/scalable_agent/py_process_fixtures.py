@@ -7,7 +7,7 @@ import time
 # The child's environment when this module (and NumPy, below) was imported.
 _ENVIRONMENT_AT_IMPORT = dict(os.environ)
 
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 class Example:

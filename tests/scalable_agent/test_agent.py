@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from scalable_agent import agent as agent_lib
 from scalable_agent import checkpoints
-from scalable_agent.environments import StepOutput, StepOutputInfo
+from scalable_agent.environments import StepOutput
+from scalable_agent.environments import StepOutputInfo
 
 NUM_ACTIONS = 9
 
@@ -66,8 +67,18 @@ ORIGINAL_NUM_PARAMETERS = 1628010
 
 # Buckets of tf.string_to_hash_bucket_fast(token, 1000) in TF 1.9 (FarmHash Fingerprint64 mod 1000), the hashing of
 # the original's instruction encoder (deepmind/scalable_agent experiment.py L118-141).
-HASH_BUCKETS = {'go': 681, 'to': 641, 'the': 354, 'red': 910, 'ball': 199, 'pick': 763, 'hat': 461, 'Pick': 242,
-                'a': 939, '': 263}
+HASH_BUCKETS = {
+    'go': 681,
+    'to': 641,
+    'the': 354,
+    'red': 910,
+    'ball': 199,
+    'pick': 763,
+    'hat': 461,
+    'Pick': 242,
+    'a': 939,
+    '': 263
+}
 
 # Unroll inputs for the reference comparison: B = 3 (not 1 or 256), resets mid-unroll, rewards outside [-1, 1].
 T, B = 5, 3
@@ -78,11 +89,7 @@ INSTRUCTIONS = [
     ['pick   a   hat ', '', ''],
     ['go', 'red red red red red red red', ''],
 ]
-DONE = [[True, False, False],
-        [False, False, False],
-        [False, True, False],
-        [True, False, True],
-        [False, False, False]]
+DONE = [[True, False, False], [False, False, False], [False, True, False], [True, False, True], [False, False, False]]
 
 
 def make_inputs(seed, t=T, b=B, instructions=None, done=None):
@@ -92,14 +99,12 @@ def make_inputs(seed, t=T, b=B, instructions=None, done=None):
     instructions = [['' for _ in range(b)] for _ in range(t)]
   if done is None:
     done = rng.uniform(size=(t, b)) < 0.3
-  return dict(
-      actions=rng.integers(0, NUM_ACTIONS, size=(t, b)).astype(np.int32),
-      reward=rng.choice([-3., -1., -0.5, 0., 0.25, 1., 5.], size=(t, b)).astype(np.float32),
-      done=np.asarray(done, dtype=bool),
-      frame=rng.integers(0, 256, size=(t, b, 72, 96, 3)).astype(np.uint8),
-      instruction=np.asarray(instructions, dtype=object),
-      c0=rng.normal(size=(b, 256)).astype(np.float32),
-      h0=rng.uniform(-1, 1, size=(b, 256)).astype(np.float32))
+  return dict(actions=rng.integers(0, NUM_ACTIONS,
+                                   size=(t, b)).astype(np.int32), reward=rng.choice([-3., -1., -0.5, 0., 0.25, 1., 5.],
+                                                                                    size=(t, b)).astype(np.float32),
+              done=np.asarray(done, dtype=bool), frame=rng.integers(0, 256, size=(t, b, 72, 96, 3)).astype(np.uint8),
+              instruction=np.asarray(instructions, dtype=object), c0=rng.normal(size=(b, 256)).astype(np.float32),
+              h0=rng.uniform(-1, 1, size=(b, 256)).astype(np.float32))
 
 
 def env_outputs_from(inputs):
@@ -169,7 +174,7 @@ def _reference_torso(actions, reward, frame, instruction):
       for j in range(num_blocks):
         with v1.variable_scope('residual_%d_%d' % (i, j)):
           block_input = conv_out
-          for k, scope in enumerate(['conv_2d', 'conv_2d_1']):
+          for scope in ['conv_2d', 'conv_2d_1']:
             with v1.variable_scope(scope):
               w = _get('w', [3, 3, num_ch, num_ch], stddev=1 / np.sqrt(9 * num_ch))
               b = _get('b', [num_ch], bias_stddev=0.1)
@@ -218,8 +223,9 @@ def reference_checkpoint_and_outputs(checkpoint_prefix, input_sets, global_step=
     v1.set_random_seed(seed)
     ph = dict(actions=v1.placeholder(tf.int32, [t, b]), reward=v1.placeholder(tf.float32, [t, b]),
               done=v1.placeholder(tf.bool, [t, b]), frame=v1.placeholder(tf.uint8, [t, b, 72, 96, 3]),
-              instruction=v1.placeholder(tf.string, [t, b]), c0=v1.placeholder(tf.float32, [b, 256]),
-              h0=v1.placeholder(tf.float32, [b, 256]))
+              instruction=v1.placeholder(tf.string,
+                                         [t, b]), c0=v1.placeholder(tf.float32,
+                                                                    [b, 256]), h0=v1.placeholder(tf.float32, [b, 256]))
     with v1.variable_scope('agent'):
       with v1.variable_scope('batch_apply'):  # snt.BatchApply(self._torso)
         merge = lambda x: tf.reshape(x, tf.concat([[t * b], tf.shape(x)[2:]], 0))
@@ -244,8 +250,8 @@ def reference_checkpoint_and_outputs(checkpoint_prefix, input_sets, global_step=
         with v1.variable_scope('baseline'):
           w, bb = _get('w', [256, 1], stddev=1 / 16.), _get('b', [1], bias_stddev=0.1)
         baseline = tf.reshape(tf.squeeze(tf.matmul(core_output, w) + bb, -1), [t, b])
-    frames = v1.get_variable('num_environment_frames', initializer=tf.constant(global_step, tf.int64),
-                             trainable=False, collections=[v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.GLOBAL_STEP])
+    frames = v1.get_variable('num_environment_frames', initializer=tf.constant(global_step, tf.int64), trainable=False,
+                             collections=[v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.GLOBAL_STEP])
     del frames
     trainable = v1.trainable_variables()
     assert len(trainable) == 41
@@ -308,8 +314,7 @@ def test_hash_buckets_of_the_reference_table():
 def test_unroll_reproduces_the_tf1_reference_network(tmp_path):
   with_instructions = make_inputs(seed=0, instructions=INSTRUCTIONS, done=DONE)
   all_empty = dict(with_instructions, instruction=np.full((T, B), '', dtype=object))  # Token dimension 0: padded.
-  path, expected = reference_checkpoint_and_outputs(str(tmp_path / 'model.ckpt-12800'),
-                                                    [with_instructions, all_empty])
+  path, expected = reference_checkpoint_and_outputs(str(tmp_path / 'model.ckpt-12800'), [with_instructions, all_empty])
   assert len(tf.train.list_variables(path)) == 124
 
   agent = agent_lib.Agent(NUM_ACTIONS)
@@ -340,8 +345,9 @@ def test_unroll_eager_equals_tf_function_and_traces_once(agent):
   for a, b in zip(graph[1], eager[1]):
     np.testing.assert_allclose(a, b, atol=1e-5)
   for seed in (2, 3, 4):  # Same shapes, other values (other instruction lengths too).
-    agent_unroll(agent, make_inputs(seed=seed, t=4, b=2,
-                                    instructions=[['a b c d e f', ''], ['', ''], ['', ''], ['', 'x']]), unroll_fn)
+    agent_unroll(agent,
+                 make_inputs(seed=seed, t=4, b=2, instructions=[['a b c d e f', ''], ['', ''], ['', ''], ['', 'x']]),
+                 unroll_fn)
   assert unroll_fn.experimental_get_tracing_count() == 1
 
 
@@ -383,16 +389,18 @@ def test_initial_state_and_reset(agent):
   # done at t = 0 for every row: the given state is ignored.
   inputs = make_inputs(seed=6, t=2, b=3, done=[[True] * 3, [False] * 3])
   zero = dict(inputs, c0=np.zeros_like(inputs['c0']), h0=np.zeros_like(inputs['h0']))
-  np.testing.assert_allclose(agent_unroll(agent, inputs)[0].policy_logits, agent_unroll(agent, zero)[0].policy_logits,
-                             atol=1e-6)
+  np.testing.assert_allclose(
+      agent_unroll(agent, inputs)[0].policy_logits,
+      agent_unroll(agent, zero)[0].policy_logits, atol=1e-6)
 
 
 def test_gradients_reach_every_variable_in_tf_function(agent):
+
   @tf.function
   def grads(actions, env_outputs):
     with tf.GradientTape() as tape:
       outputs, state = agent.unroll(actions, env_outputs, agent.initial_state(2))
-      loss = tf.reduce_sum(outputs.policy_logits ** 2) + tf.reduce_sum(outputs.baseline) + tf.reduce_sum(state.c)
+      loss = tf.reduce_sum(outputs.policy_logits**2) + tf.reduce_sum(outputs.baseline) + tf.reduce_sum(state.c)
     return tape.gradient(loss, list(agent.tf1_variables().values()))
 
   inputs = make_inputs(seed=7, t=3, b=2, instructions=[['go to', 'a'], ['b', ''], ['', 'the red ball']])
@@ -434,4 +442,3 @@ def test_other_frame_shape_sets_the_linear_input_size():
   inputs['actions'] %= 4
   outputs, _ = agent_unroll(small, inputs)
   assert outputs.policy_logits.shape == (2, 2, 4)
-

@@ -40,8 +40,14 @@ def _scalars(directory):
 def test_the_config_reaches_the_environment_and_the_agent(atari_config):  # pylint: disable=unused-argument,redefined-outer-name
   constructor = environments.environment_constructor('atari/pong', 1, width=84, height=84)
   assert constructor.frame_shape == (84, 84, 4)
-  assert {k: constructor.kwargs[k] for k in ('grayscale', 'frame_stack', 'noop_max', 'terminal_on_life_loss')} == {
-      'grayscale': True, 'frame_stack': 4, 'noop_max': 30, 'terminal_on_life_loss': True}
+  assert {
+      k: constructor.kwargs[k] for k in ('grayscale', 'frame_stack', 'noop_max', 'terminal_on_life_loss')
+  } == {
+      'grayscale': True,
+      'frame_stack': 4,
+      'noop_max': 30,
+      'terminal_on_life_loss': True
+  }
   # Test mode plays whole games whatever the training setting says.
   assert environments.environment_constructor('atari/pong', 1, True).kwargs['terminal_on_life_loss'] is False
   agent = networks.make_agent(constructor.num_actions, constructor.frame_shape)
@@ -50,9 +56,9 @@ def test_the_config_reaches_the_environment_and_the_agent(atari_config):  # pyli
 
 def test_short_atari_training_then_test_mode(tmp_path, atari_config):  # pylint: disable=unused-argument,redefined-outer-name
   logdir = str(tmp_path)
-  settings = settings_lib.Settings(level_name='atari/breakout', num_actors=2, batch_size=2, unroll_length=10,
-                                   width=84, height=84, total_environment_frames=240, entropy_cost=0.01,
-                                   learning_rate=0.0006, epsilon=0.01, test_num_episodes=1)
+  settings = settings_lib.Settings(level_name='atari/breakout', num_actors=2, batch_size=2, unroll_length=10, width=84,
+                                   height=84, total_environment_frames=240, entropy_cost=0.01, learning_rate=0.0006,
+                                   epsilon=0.01, test_num_episodes=1)
   steps = []
   assert experiment.train(logdir, settings, step_hook=lambda _, m: steps.append(m)) == 240
   assert len(steps) == 3  # 2 unrolls x 10 agent steps x 4 frames = 80 frames per learner step.

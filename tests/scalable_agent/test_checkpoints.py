@@ -142,8 +142,9 @@ def test_export_is_readable_by_tf1_saver_and_restores(tmp_path):
 
   # The original's restore: a graph with variables of these names and a default Saver.
   with tf.Graph().as_default():
-    graph_variables = {name: v1.get_variable(name, shape=value.shape, dtype=tf.float32)
-                       for name, value in expected.items()}
+    graph_variables = {
+        name: v1.get_variable(name, shape=value.shape, dtype=tf.float32) for name, value in expected.items()
+    }
     frames = v1.get_variable('num_environment_frames', shape=[], dtype=tf.int64, trainable=False)
     with v1.Session() as session:
       v1.train.Saver().restore(session, path)
@@ -202,8 +203,10 @@ def test_a_failed_save_removes_what_it_left_and_names_the_intact_checkpoint(tmp_
   frames = tf.Variable(10, dtype=tf.int64, trainable=False)
   manager = checkpoints.make_checkpoint_manager(str(tmp_path), agent, num_environment_frames=frames)
   intact = checkpoints.save(manager)
-  size = sum(os.path.getsize(os.path.join(tmp_path, name)) for name in os.listdir(tmp_path)
-             if name.startswith('model.ckpt-10.'))
+  size = sum(
+      os.path.getsize(os.path.join(tmp_path, name))
+      for name in os.listdir(tmp_path)
+      if name.startswith('model.ckpt-10.'))
   frames.assign(20)
 
   def full_disk(*args, **kwargs):

@@ -29,12 +29,12 @@ from scalable_agent import transport
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO_ROOT, 'scripts'))
-import launch_local_cluster  # pylint: disable=g-import-not-at-top,wrong-import-position
+import launch_local_cluster  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 LEVEL = 'builtin/find_object'
 # Small and fast: 12 x 12 frames, 3-step unrolls, batches of 2.
 SETTINGS = settings_lib.Settings(level_name=LEVEL, num_actors=2, batch_size=2, unroll_length=3, num_action_repeats=1,
-                                 width=12, height=12, total_environment_frames=10 ** 6)
+                                 width=12, height=12, total_environment_frames=10**6)
 
 
 def _learner_side(settings=SETTINGS, run_id='test'):
@@ -47,8 +47,8 @@ def _learner_side(settings=SETTINGS, run_id='test'):
 def _actor_connection(server, settings=SETTINGS):
   agent = settings_lib.make_agent(settings, LEVEL)
   connection = transport.LearnerConnection(
-      f'localhost:{server.port}', transport.unroll_signature(settings, agent.num_actions,
-                                                               (settings.height, settings.width, 3)),
+      f'localhost:{server.port}',
+      transport.unroll_signature(settings, agent.num_actions, (settings.height, settings.width, 3)),
       transport.weights_signature(agent))
   connection.connect(timeout_s=5)
   return agent, connection
@@ -81,12 +81,19 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
     assert isinstance(batch.agent_outputs, agent_lib.AgentOutput)
     steps, num_actions = SETTINGS.unroll_length + 1, actor_agent.num_actions
     shapes = {
-        'level_name': [2], 'agent_state.c': [2, 256], 'agent_state.h': [2, 256],
-        'env_outputs.reward': [steps, 2], 'env_outputs.info.episode_return': [steps, 2],
-        'env_outputs.info.episode_step': [steps, 2], 'env_outputs.done': [steps, 2],
-        'env_outputs.observation.0': [steps, 2, 12, 12, 3], 'env_outputs.observation.1': [steps, 2],
-        'agent_outputs.action': [steps, 2], 'agent_outputs.policy_logits': [steps, 2, num_actions],
-        'agent_outputs.baseline': [steps, 2]}
+        'level_name': [2],
+        'agent_state.c': [2, 256],
+        'agent_state.h': [2, 256],
+        'env_outputs.reward': [steps, 2],
+        'env_outputs.info.episode_return': [steps, 2],
+        'env_outputs.info.episode_step': [steps, 2],
+        'env_outputs.done': [steps, 2],
+        'env_outputs.observation.0': [steps, 2, 12, 12, 3],
+        'env_outputs.observation.1': [steps, 2],
+        'agent_outputs.action': [steps, 2],
+        'agent_outputs.policy_logits': [steps, 2, num_actions],
+        'agent_outputs.baseline': [steps, 2]
+    }
     flat = {'.'.join(str(p) for p in path): t for path, t in tree.flatten_with_path(batch)}
     paths = set(flat)
     assert set(shapes) == paths
@@ -153,8 +160,9 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
     server.stop()
     with pytest.raises(transport.LearnerLost, match='no answer'):
       connection.latest_weights()
-    restart = threading.Timer(1.5, lambda: servers.append(transport.make_server(
-        unroll_spec, transport.weights_signature(learner_agent), port, 'second')))
+    restart = threading.Timer(
+        1.5, lambda: servers.append(
+            transport.make_server(unroll_spec, transport.weights_signature(learner_agent), port, 'second')))
     restart.start()
     connection.reconnect('test', timeout_s=60)
     assert connection.run_id == 'second'
@@ -194,6 +202,7 @@ def test_an_actor_with_other_settings_than_the_learner_is_refused():
 
 
 def test_actor_setting_errors_are_clear():
+
   def actor(**kwargs):
     arguments = dict(dataclasses.asdict(SETTINGS), task=0, job_name='actor')
     arguments.update(kwargs)
@@ -225,17 +234,20 @@ def test_an_unreachable_learner_address_fails_fast_with_the_address_and_how_to_s
   port = portpicker.pick_unused_port()
   start = time.monotonic()
   with pytest.raises(transport.LearnerUnreachableError) as error:
-    experiment.experiment('/tmp/unused', **dict(dataclasses.asdict(SETTINGS), task=0, job_name='actor',
-                                                learner_address=f'localhost:{port}', connect_timeout_s=2))
+    experiment.experiment(
+        '/tmp/unused',
+        **dict(dataclasses.asdict(SETTINGS), task=0, job_name='actor', learner_address=f'localhost:{port}',
+               connect_timeout_s=2))
   assert time.monotonic() - start < 30
   message = str(error.value)
   assert f'cannot reach the IMPALA learner at localhost:{port} within 2 s' in message
-  assert f'--job_name=learner --task=0' in message and f'--reverb_port={port}' in message
+  assert '--job_name=learner --task=0' in message and f'--reverb_port={port}' in message
   assert 'firewall' in message and 'connect_timeout_s' in message
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # A learner and two actor processes, as a user starts them (run_train.py).
+
 
 class _Process:
   """A job started with a command of `launch_local_cluster.commands`, its output in a file."""
@@ -247,8 +259,14 @@ class _Process:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')
     # SIGINT at its default: a shell ignores it for background jobs (a CI script started with `&`), the children
     # inherit that, and the launcher then leaves Ctrl-C ignored, as for any `nohup ... &` job.
-    self.popen = subprocess.Popen(command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    self.popen = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        stdout=self._log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        # noqa reason: signal settings of the child, before exec; no lock is taken.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
 
   def log(self):
     with open(self.log_path, errors='replace') as f:
@@ -305,10 +323,12 @@ def test_learner_and_actor_processes_train_through_an_actor_kill_and_checkpoint(
   logdir, logs = str(tmp_path / 'run'), str(tmp_path / 'logs')
   os.makedirs(logs)
   port = portpicker.pick_unused_port()
-  flags = ['--level_name=' + LEVEL, '--batch_size=2', '--unroll_length=3', '--num_action_repeats=1', '--width=12',
-           '--height=12', '--total_environment_frames=1000000']
-  learner_command, actor_commands = launch_local_cluster.commands(
-      config=None, num_actors=2, logdir=logdir, port=port, extra_flags=flags)
+  flags = [
+      '--level_name=' + LEVEL, '--batch_size=2', '--unroll_length=3', '--num_action_repeats=1', '--width=12',
+      '--height=12', '--total_environment_frames=1000000'
+  ]
+  learner_command, actor_commands = launch_local_cluster.commands(config=None, num_actors=2, logdir=logdir, port=port,
+                                                                  extra_flags=flags)
   batch_frames = 2 * 3
   actor_run_dir = os.path.join(REPO_ROOT, 'runs', 'impala')  # The launcher's default train_dir for these flags.
   actor_run_dir_existed = os.path.exists(actor_run_dir)
@@ -350,19 +370,24 @@ def test_learner_and_actor_processes_train_through_an_actor_kill_and_checkpoint(
       process.send(signal.SIGINT)
     for process in processes.values():
       process.stop(signal.SIGINT, timeout=20)
-  tags = {v.tag for f in glob.glob(os.path.join(logdir, 'events.*'))
-          for e in tf.compat.v1.train.summary_iterator(f) for v in e.summary.value}
+  tags = {
+      v.tag
+      for f in glob.glob(os.path.join(logdir, 'events.*'))
+      for e in tf.compat.v1.train.summary_iterator(f)
+      for v in e.summary.value
+  }
   assert {'total_loss', 'learning_rate', LEVEL + '/episode_return'} <= tags
 
 
 def test_launch_local_cluster_runs_to_the_end_and_the_actors_exit_by_themselves(tmp_path):
   logdir = str(tmp_path / 'run')
-  result = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py'), '--num_actors', '2',
-       '--logdir', logdir, '--', '--level_name=' + LEVEL, '--batch_size=2', '--unroll_length=3',
-       '--num_action_repeats=1', '--width=12', '--height=12', '--total_environment_frames=24'],
-      cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES=''))
+  result = subprocess.run([
+      sys.executable,
+      os.path.join(REPO_ROOT, 'scripts', 'launch_local_cluster.py'), '--num_actors', '2', '--logdir', logdir, '--',
+      '--level_name=' + LEVEL, '--batch_size=2', '--unroll_length=3', '--num_action_repeats=1', '--width=12',
+      '--height=12', '--total_environment_frames=24'
+  ], cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
+                                                                          CUDA_VISIBLE_DEVICES=''))
   output = result.stdout + result.stderr
   assert result.returncode == 0, output[-3000:]
   assert '--job_name=learner --task=0 --num_actors=2' in output and '--learner_address=localhost:' in output

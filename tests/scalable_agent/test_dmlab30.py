@@ -10,13 +10,16 @@ from scalable_agent import dmlab30
 def test_level_mapping_has_the_30_levels_in_order_and_two_renamed():
   assert len(dmlab30.LEVEL_MAPPING) == 30
   keys = list(dmlab30.LEVEL_MAPPING)
-  assert keys[:3] == ['rooms_collect_good_objects_train', 'rooms_exploit_deferred_effects_train',
-                      'rooms_select_nonmatching_object']
+  assert keys[:3] == [
+      'rooms_collect_good_objects_train', 'rooms_exploit_deferred_effects_train', 'rooms_select_nonmatching_object'
+  ]
   assert keys[9] == 'lasertag_one_opponent_small'
   assert keys[-1] == 'explore_object_rewards_many'
   renamed = {train: test for train, test in dmlab30.LEVEL_MAPPING.items() if train != test}
-  assert renamed == {'rooms_collect_good_objects_train': 'rooms_collect_good_objects_test',
-                     'rooms_exploit_deferred_effects_train': 'rooms_exploit_deferred_effects_test'}
+  assert renamed == {
+      'rooms_collect_good_objects_train': 'rooms_collect_good_objects_test',
+      'rooms_exploit_deferred_effects_train': 'rooms_exploit_deferred_effects_test'
+  }
   assert len(dmlab30.ALL_LEVELS) == 32
   assert dmlab30.ALL_LEVELS == set(dmlab30.LEVEL_MAPPING) | set(dmlab30.LEVEL_MAPPING.values())
 
@@ -25,15 +28,17 @@ def test_scores_are_keyed_by_test_level():
   assert set(dmlab30.HUMAN_SCORES) == set(dmlab30.LEVEL_MAPPING.values()) == set(dmlab30.RANDOM_SCORES)
 
 
-@pytest.mark.parametrize('level, human, random', [
-    ('rooms_collect_good_objects_test', 10, 0.073),
-    ('rooms_watermaze', 54, 4.065),
-    ('language_execute_random_task', 254.05, -5.913),
-    ('lasertag_one_opponent_small', 12.65, -0.224),  # The code's value (the paper's table swaps the lasertag rows).
-    ('lasertag_three_opponents_large', 31.5, -0.102),
-    ('skymaze_irreversible_path_varied', 100, 14.4),
-    ('explore_goal_locations_small', 267.5, 7.66),
-])
+@pytest.mark.parametrize(
+    'level, human, random',
+    [
+        ('rooms_collect_good_objects_test', 10, 0.073),
+        ('rooms_watermaze', 54, 4.065),
+        ('language_execute_random_task', 254.05, -5.913),
+        ('lasertag_one_opponent_small', 12.65, -0.224),  # The code's value (the paper's table swaps the lasertag rows).
+        ('lasertag_three_opponents_large', 31.5, -0.102),
+        ('skymaze_irreversible_path_varied', 100, 14.4),
+        ('explore_goal_locations_small', 267.5, 7.66),
+    ])
 def test_scores_from_the_reference(level, human, random):
   assert dmlab30.HUMAN_SCORES[level] == human
   assert dmlab30.RANDOM_SCORES[level] == random

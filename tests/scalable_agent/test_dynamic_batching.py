@@ -6,12 +6,12 @@ these tests hold the batching thread inside the function instead (`_Gate`) until
 """
 
 import collections
+from concurrent import futures
 import gc
 import os
 import threading
 import time
 import tracemalloc
-from concurrent import futures
 
 import numpy as np
 import pytest
@@ -40,10 +40,12 @@ class _Gate:
     self._event.set()
 
   def wrap(self, fn):
+
     def gated(*args):
       waited = tf.numpy_function(lambda: np.int32(self._event.wait(_TIMEOUT_S)), [], tf.int32, stateful=True)
       with tf.control_dependencies([waited]):
         return tf.nest.map_structure(tf.identity, fn(*args))
+
     return gated
 
 
@@ -160,13 +162,14 @@ def test_output_must_have_same_batch_dimension_size_as_input(closing):
   f = closing(dynamic_batching.batch_fn(lambda _: tf.constant([1, 2, 3, 4])))
   with pytest.raises(tf.errors.CancelledError):
     f(np.array([1], np.int32))
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match='Output shape must have the same batch dimension as the input batch size. '
-                     'Expected: 1 Observed: 4'):
+  with pytest.raises(
+      tf.errors.InvalidArgumentError, match='Output shape must have the same batch dimension as the input batch size. '
+      'Expected: 1 Observed: 4'):
     f.join(_TIMEOUT_S)
 
 
 def test_function_error_at_trace_time_reaches_the_first_caller(closing):
+
   def fail(a):
     raise KeyError('boom')  # The original raised such errors when the graph was built, at the first call.
 
@@ -176,6 +179,7 @@ def test_function_error_at_trace_time_reaches_the_first_caller(closing):
 
 
 def test_function_error_at_run_time_cancels_callers_and_is_raised_by_join(closing):
+
   def check_positive(a):
     with tf.control_dependencies([tf.debugging.assert_positive(a, message='not positive')]):
       return tf.identity(a)
@@ -213,8 +217,7 @@ def test_batcher_closed():
 
 
 def test_close_cancels_waiting_calls():
-  f = dynamic_batching.batch_fn_with_options(minimum_batch_size=2, maximum_batch_size=2, timeout_ms=None)(
-      lambda a: a)
+  f = dynamic_batching.batch_fn_with_options(minimum_batch_size=2, maximum_batch_size=2, timeout_ms=None)(lambda a: a)
   waiting = _call_in_threads(f, [(np.array([1], np.int32),)])[0]
   _wait_pending(f.batcher, 1)
   f.close()
@@ -238,8 +241,8 @@ def test_minimum_batch_size(closing):
   np.testing.assert_array_equal(batch_size, [1])
   assert time.monotonic() - start >= .9
 
-  patient = closing(dynamic_batching.batch_fn_with_options(minimum_batch_size=2, timeout_ms=60_000)(
-      _add_and_batch_size))
+  patient = closing(
+      dynamic_batching.batch_fn_with_options(minimum_batch_size=2, timeout_ms=60_000)(_add_and_batch_size))
   for output in _call_in_threads(patient, [args, args]):  # Traces it.
     output.result(2 * 60.)
   start = time.monotonic()
@@ -274,17 +277,19 @@ def test_static_shape(closing):
   seen = {}
 
   def record(name):
+
     def f(a):
       seen[name] = a.shape[0]
       return a
+
     return f
 
   f0 = closing(dynamic_batching.batch_fn_with_options(minimum_batch_size=1, maximum_batch_size=2)(record('f0')))
   # Even though minimum_batch_size and maximum_batch_size are equal, the timeout can make a smaller batch.
   f1 = closing(dynamic_batching.batch_fn_with_options(minimum_batch_size=2, maximum_batch_size=2)(record('f1')))
   # Without a timeout and with minimum_batch_size == maximum_batch_size, the batch size is static.
-  f2 = closing(dynamic_batching.batch_fn_with_options(minimum_batch_size=2, maximum_batch_size=2,
-                                                      timeout_ms=None)(record('f2')))
+  f2 = closing(
+      dynamic_batching.batch_fn_with_options(minimum_batch_size=2, maximum_batch_size=2, timeout_ms=None)(record('f2')))
   one = (np.array([1], np.int32),)
   f0(*one)
   f1(*one)
@@ -321,8 +326,13 @@ def test_nests_and_strings(closing):
     return Output(tf.strings.length(inputs['text']), {'x': inputs['x'] * 2.})
 
   f = closing(dynamic_batching.batch_fn(f))
-  results = _call_in_threads(f, [({'text': np.array(['ab']), 'x': np.array([[1., 2.]], np.float32)},),
-                                 ({'text': np.array(['abcd']), 'x': np.array([[3., 4.]], np.float32)},)])
+  results = _call_in_threads(f, [({
+      'text': np.array(['ab']),
+      'x': np.array([[1., 2.]], np.float32)
+  },), ({
+      'text': np.array(['abcd']),
+      'x': np.array([[3., 4.]], np.float32)
+  },)])
   first, second = [r.result(_TIMEOUT_S) for r in results]
   assert isinstance(first, Output) and first.length.tolist() == [2] and second.length.tolist() == [4]
   np.testing.assert_array_equal(second.scaled['x'], [[6., 8.]])
@@ -381,9 +391,16 @@ def test_op_shape():
 
 
 @pytest.mark.parametrize('kwargs, message', [
-    ({'minimum_batch_size': 0}, 'minimum_batch_size'),
-    ({'minimum_batch_size': 3, 'maximum_batch_size': 2}, 'minimum_batch_size <= maximum_batch_size'),
-    ({'timeout_ms': 0}, 'timeout_ms must be None'),
+    ({
+        'minimum_batch_size': 0
+    }, 'minimum_batch_size'),
+    ({
+        'minimum_batch_size': 3,
+        'maximum_batch_size': 2
+    }, 'minimum_batch_size <= maximum_batch_size'),
+    ({
+        'timeout_ms': 0
+    }, 'timeout_ms must be None'),
 ])
 def test_bad_options_are_refused(kwargs, message):
   with pytest.raises(ValueError, match=message):
@@ -404,8 +421,8 @@ def test_calls_retain_no_inputs_or_outputs(closing):
   16 bytes or more for every EagerTensor created (its managed `__dict__` values; docs/impala/atari.md, "Memory"),
   about 4 tensors per call here.
   """
-  f = closing(dynamic_batching.batch_fn_with_options(maximum_batch_size=4, timeout_ms=10)(
-      lambda x, state: (x + 1., state)))
+  f = closing(
+      dynamic_batching.batch_fn_with_options(maximum_batch_size=4, timeout_ms=10)(lambda x, state: (x + 1., state)))
 
   def worker(n):
     state = np.zeros([1, 1024], np.float32)
@@ -435,18 +452,25 @@ def test_inputs_and_outputs_of_many_dtypes_and_shapes(closing):
 
   def f(inputs):
     assert inputs.frame.shape.as_list() == [None, 4, 4, 2] and inputs.text.dtype == tf.string
-    return {'a2': inputs.a * 2., 'r_plus_n': inputs.r + tf.cast(inputs.n, tf.float32), 'n3': inputs.n * 3,
-            'not_done': tf.logical_not(inputs.done), 'frame_sum': tf.reduce_sum(tf.cast(inputs.frame, tf.int32), [1, 2]),
-            'frame': inputs.frame, 'text': tf.strings.join([inputs.text, inputs.text]), 'state': inputs.state}
+    return {
+        'a2': inputs.a * 2.,
+        'r_plus_n': inputs.r + tf.cast(inputs.n, tf.float32),
+        'n3': inputs.n * 3,
+        'not_done': tf.logical_not(inputs.done),
+        'frame_sum': tf.reduce_sum(tf.cast(inputs.frame, tf.int32), [1, 2]),
+        'frame': inputs.frame,
+        'text': tf.strings.join([inputs.text, inputs.text]),
+        'state': inputs.state
+    }
 
   f = closing(dynamic_batching.batch_fn(gate.wrap(f)))
   rng = np.random.RandomState(0)
 
   def make(i):
-    return Inputs(a=rng.normal(size=[1, 2, 3]).astype(np.float32), n=np.array([i], np.int32),
-                  r=np.array([i / 4.], np.float32), done=np.array([i % 2 == 0]),
-                  frame=rng.randint(0, 256, [1, 4, 4, 2]).astype(np.uint8), text=np.array(['x' * i]),
-                  state=rng.normal(size=[1, 5]).astype(np.float32))
+    return Inputs(a=rng.normal(size=[1, 2, 3]).astype(np.float32), n=np.array([i], np.int32), r=np.array([i / 4.],
+                                                                                                         np.float32),
+                  done=np.array([i % 2 == 0]), frame=rng.randint(0, 256, [1, 4, 4, 2]).astype(np.uint8),
+                  text=np.array(['x' * i]), state=rng.normal(size=[1, 5]).astype(np.float32))
 
   calls = [make(i) for i in range(4)]
   first = _call_in_threads(f, [(calls[0],)])[0]
@@ -470,8 +494,7 @@ def test_inputs_and_outputs_of_many_dtypes_and_shapes(closing):
 
 def test_outputs_of_unknown_shape(closing):
   """An output whose shape after the batch dimension is only known when it runs is returned as it is."""
-  f = closing(dynamic_batching.batch_fn(
-      lambda x, k: (tf.tile(x, [1, tf.reduce_max(k)]), x + 1)))
+  f = closing(dynamic_batching.batch_fn(lambda x, k: (tf.tile(x, [1, tf.reduce_max(k)]), x + 1)))
   a, b = f(np.array([[1, 2]], np.int32), np.array([3], np.int32))
   assert a.tolist() == [[1, 2, 1, 2, 1, 2]] and b.tolist() == [[2, 3]]
 

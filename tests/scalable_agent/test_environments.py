@@ -9,8 +9,8 @@ tests are skipped where the real `deepmind_lab` is installed. Expected values co
 import functools
 import importlib
 import importlib.util
-import sys
 from pathlib import Path
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +19,8 @@ from scalable_agent import atari
 from scalable_agent import builtin
 from scalable_agent import environment_specs
 from scalable_agent import environments
-from scalable_agent.environments import StepOutput, StepOutputInfo
+from scalable_agent.environments import StepOutput
+from scalable_agent.environments import StepOutputInfo
 
 FAKE_DMLAB_PATH = Path(__file__).resolve().parents[1] / 'fakes' / 'deepmind_lab.py'
 
@@ -43,37 +44,58 @@ def fake_lab(monkeypatch):
 def _seeds(seed, n):
   """The first n DMLab reset seeds of an environment seeded `seed` (as the original `PyProcessDmLab._reset`)."""
   random_state = np.random.RandomState(seed)
-  return [random_state.randint(0, 2 ** 31 - 1) for _ in range(n)]
+  return [random_state.randint(0, 2**31 - 1) for _ in range(n)]
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # DeepMind Lab.
 
+
 def test_default_action_set_is_the_original():
-  assert environments.DEFAULT_ACTION_SET == (
-      (0, 0, 0, 1, 0, 0, 0), (0, 0, 0, -1, 0, 0, 0), (0, 0, -1, 0, 0, 0, 0), (0, 0, 1, 0, 0, 0, 0),
-      (-20, 0, 0, 0, 0, 0, 0), (20, 0, 0, 0, 0, 0, 0), (-20, 0, 0, 1, 0, 0, 0), (20, 0, 0, 1, 0, 0, 0),
-      (0, 0, 0, 0, 1, 0, 0))
+  assert environments.DEFAULT_ACTION_SET == ((0, 0, 0, 1, 0, 0, 0), (0, 0, 0, -1, 0, 0, 0), (0, 0, -1, 0, 0, 0, 0),
+                                             (0, 0, 1, 0, 0, 0, 0), (-20, 0, 0, 0, 0, 0, 0), (20, 0, 0, 0, 0, 0, 0),
+                                             (-20, 0, 0, 1, 0, 0, 0), (20, 0, 0, 1, 0, 0, 0), (0, 0, 0, 0, 1, 0, 0))
 
 
 def test_dmlab_constructor_as_the_original_create_environment():
   c = environments.environment_constructor('rooms_watermaze', seed=3)
   assert c.env_type is environments.PyProcessDmLab
-  assert c.kwargs == {'level': 'contributed/dmlab30/rooms_watermaze', 'num_action_repeats': 4, 'seed': 3,
-                      'config': {'width': 96, 'height': 72, 'datasetPath': '', 'logLevel': 'WARN'}}
+  assert c.kwargs == {
+      'level': 'contributed/dmlab30/rooms_watermaze',
+      'num_action_repeats': 4,
+      'seed': 3,
+      'config': {
+          'width': 96,
+          'height': 72,
+          'datasetPath': '',
+          'logLevel': 'WARN'
+      }
+  }
   assert c.num_actions == 9 and c.frame_shape == (72, 96, 3)
   # Outside DMLab-30: no prefix. Test mode: hold-out levels and the evaluation mixer seed.
   c = environments.environment_constructor('seekavoid_arena_01', seed=1, is_test=True, width=32, height=24,
                                            dataset_path='/data', num_action_repeats=2)
-  assert c.kwargs == {'level': 'seekavoid_arena_01', 'num_action_repeats': 2, 'seed': 1,
-                      'config': {'width': 32, 'height': 24, 'datasetPath': '/data', 'logLevel': 'WARN',
-                                 'allowHoldOutLevels': 'true', 'mixerSeed': 0x600D5EED}}
-  assert environments.environment_constructor('rooms_collect_good_objects_test', 1, True).kwargs['level'] == (
-      'contributed/dmlab30/rooms_collect_good_objects_test')
+  assert c.kwargs == {
+      'level': 'seekavoid_arena_01',
+      'num_action_repeats': 2,
+      'seed': 1,
+      'config': {
+          'width': 32,
+          'height': 24,
+          'datasetPath': '/data',
+          'logLevel': 'WARN',
+          'allowHoldOutLevels': 'true',
+          'mixerSeed': 0x600D5EED
+      }
+  }
+  assert environments.environment_constructor(
+      'rooms_collect_good_objects_test', 1,
+      True).kwargs['level'] == ('contributed/dmlab30/rooms_collect_good_objects_test')
   with pytest.raises(ValueError, match='suite, not a level'):
     environments.environment_constructor('dmlab30', 1)
-  with pytest.raises(ValueError, match='unknown option.*full_action_space.*options of PyProcessDmLab are: '
-                                       'runfiles_path, level_cache, action_set'):
+  with pytest.raises(
+      ValueError, match='unknown option.*full_action_space.*options of PyProcessDmLab are: '
+      'runfiles_path, level_cache, action_set'):
     environments.environment_constructor('rooms_watermaze', 1, full_action_space=True)
 
 
@@ -82,16 +104,21 @@ def test_dmlab_lab_arguments(fake_lab):
   lab, = fake_lab.INSTANCES
   assert lab.level == 'contributed/dmlab30/rooms_watermaze'
   assert lab.observation_names == ['RGB_INTERLEAVED', 'INSTR']
-  assert lab.config == {'width': '96', 'height': '72', 'datasetPath': '', 'logLevel': 'WARN',
-                        'allowHoldOutLevels': 'true', 'mixerSeed': '1611489005'}
+  assert lab.config == {
+      'width': '96',
+      'height': '72',
+      'datasetPath': '',
+      'logLevel': 'WARN',
+      'allowHoldOutLevels': 'true',
+      'mixerSeed': '1611489005'
+  }
   assert lab.level_cache is None and lab.renderer == 'software'
   env.close()
   assert lab.closed
 
 
 def test_dmlab_steps_seeds_actions_and_auto_reset(fake_lab):
-  env = environments.create_environment('explore_goal_locations_small', seed=5, width=8, height=6,
-                                        num_action_repeats=4)
+  env = environments.create_environment('explore_goal_locations_small', seed=5, width=8, height=6, num_action_repeats=4)
   lab, = fake_lab.INSTANCES
   frame, instruction = env.initial()
   seeds = _seeds(5, 3)
@@ -143,13 +170,16 @@ def test_dmlab_missing_module(monkeypatch):
 # --------------------------------------------------------------------------------------------------------------------
 # Atari (real ALE).
 
+
 def _raw_ale(game, seed):
   """An ALE set up as AtariEnvironment(game, seed=seed) sets up its own, and the number of no-ops it will play."""
-  from ale_py import ALEInterface, LoggerMode, roms  # pylint: disable=g-import-not-at-top
+  from ale_py import ALEInterface  # pylint: disable=g-import-not-at-top
+  from ale_py import LoggerMode  # pylint: disable=g-import-not-at-top
+  from ale_py import roms  # pylint: disable=g-import-not-at-top
   random_state = np.random.RandomState(seed)
   ALEInterface.setLoggerMode(LoggerMode.Error)
   ale = ALEInterface()
-  ale.setInt('random_seed', int(random_state.randint(0, 2 ** 31 - 1)))
+  ale.setInt('random_seed', int(random_state.randint(0, 2**31 - 1)))
   ale.setFloat('repeat_action_probability', 0.0)
   ale.setInt('frame_skip', 1)
   ale.loadROM(roms.get_rom_path(game))
@@ -210,6 +240,7 @@ def test_atari_frames_repeats_noops_and_max_pool():
 
 
 def test_atari_deterministic_given_seed_and_settings():
+
   def run(seed, **options):
     env = environments.create_environment('atari/breakout', seed, width=42, height=42, **options)
     frames = [env.initial()[0]]
@@ -235,6 +266,7 @@ def test_atari_deterministic_given_seed_and_settings():
 
 def test_atari_life_loss_ends_training_episodes_only():
   """Breakout, 5 lives: training episodes end at each lost life without a reset; test episodes are whole games."""
+
   def play(is_test):
     env = environments.create_environment('atari/breakout', 0, is_test, width=42, height=42)
     env.initial()
@@ -261,9 +293,10 @@ def test_atari_sizes_and_errors():
   assert c().initial()[0].shape == (72, 96, 3)
   with pytest.raises(ValueError, match="unknown Atari game 'pongg'"):
     atari.AtariEnvironment('pongg')
-  with pytest.raises(ValueError, match='unknown option.*sticky.*options of AtariEnvironment are: noop_max, '
-                                       'full_action_space, terminal_on_life_loss, grayscale, max_episode_frames, '
-                                       'frame_stack'):
+  with pytest.raises(
+      ValueError, match='unknown option.*sticky.*options of AtariEnvironment are: noop_max, '
+      'full_action_space, terminal_on_life_loss, grayscale, max_episode_frames, '
+      'frame_stack'):
     environments.environment_constructor('atari/pong', 1, sticky=True)
 
 
@@ -275,7 +308,7 @@ def test_atari_noop_starts():
     env = environments.create_environment('atari/pong', seed, width=42, height=42)
     env.initial()
     random_state = np.random.RandomState(seed)
-    random_state.randint(0, 2 ** 31 - 1)
+    random_state.randint(0, 2**31 - 1)
     assert env.episode_frame_number == random_state.randint(1, 31)
     counts.append(env.episode_frame_number)
   assert min(counts) >= 1 and max(counts) <= 30 and len(set(counts)) >= 4
@@ -285,7 +318,7 @@ def test_atari_noop_starts():
   env = environments.create_environment('atari/breakout', 3, True, width=42, height=42, noop_max=7)
   env.initial()
   random_state = np.random.RandomState(3)
-  random_state.randint(0, 2 ** 31 - 1)
+  random_state.randint(0, 2**31 - 1)
   assert env.episode_frame_number == random_state.randint(1, 8)
   rng, done = np.random.RandomState(0), False
   while not done:  # A whole game (test mode), then the next one starts with its no-op start.
@@ -303,7 +336,7 @@ class _ReferenceAtari:
   def __init__(self, game, seed, terminal_on_life_loss, size=42, stack=4):
     self.ale, _ = _raw_ale(game, seed)
     self.random_state = np.random.RandomState(seed)
-    self.random_state.randint(0, 2 ** 31 - 1)  # ALE's seed, drawn first.
+    self.random_state.randint(0, 2**31 - 1)  # ALE's seed, drawn first.
     self.actions = self.ale.getMinimalActionSet()
     self.terminal_on_life_loss, self.size, self.stack_size = terminal_on_life_loss, size, stack
     self.frames = []
@@ -344,12 +377,11 @@ class _ReferenceAtari:
 
 
 @pytest.mark.parametrize('game, is_test, num_steps', [('pong', False, 150), ('breakout', False, 400),
-                                                       ('breakout', True, 400)])
+                                                      ('breakout', True, 400)])
 def test_atari_grey_frame_stack_against_the_emulator_frame_by_frame(game, is_test, num_steps):
   """Grey 4-frame stacks, max-pool, rewards and episode ends against `_ReferenceAtari` on the same emulator: Pong,
   and Breakout through lost lives (training: each ends an episode and refills the stack; test mode: whole games)."""
-  env = environments.create_environment(f'atari/{game}', 5, is_test, width=42, height=42, grayscale=True,
-                                        frame_stack=4)
+  env = environments.create_environment(f'atari/{game}', 5, is_test, width=42, height=42, grayscale=True, frame_stack=4)
   reference = _ReferenceAtari(game, 5, terminal_on_life_loss=not is_test)
   observation, _ = env.initial()
   expected = reference.new_game()
@@ -378,6 +410,7 @@ def test_atari_grey_frame_stack_against_the_emulator_frame_by_frame(game, is_tes
 
 # --------------------------------------------------------------------------------------------------------------------
 # Built-in task.
+
 
 def _episodes(env, policy, num_episodes):
   """Returns (returns, lengths) of `num_episodes` episodes; policy(env, observation) -> action."""
@@ -408,6 +441,7 @@ def test_builtin_observation():
 
 
 def test_builtin_deterministic_given_seed():
+
   def run(seed, is_test=False):
     env = environments.create_environment('builtin/go_to_color', seed, is_test, width=12, height=12,
                                           num_action_repeats=1)
@@ -484,8 +518,9 @@ def test_builtin_levels():
   assert environments.level_backend('atari/pong') == 'atari'
   assert environments.level_backend('rooms_watermaze') == 'dmlab'
   environments.check_level_available('builtin/go_to_color')
-  with pytest.raises(ValueError, match="unknown built-in level 'builtin/nope'. Built-in levels: builtin/find_object, "
-                                       'builtin/go_to_color'):
+  with pytest.raises(
+      ValueError, match="unknown built-in level 'builtin/nope'. Built-in levels: builtin/find_object, "
+      'builtin/go_to_color'):
     environments.check_level_available('builtin/nope')
   with pytest.raises(ValueError, match='unknown built-in level'):
     environments.environment_constructor('builtin/nope', 1)
@@ -495,6 +530,7 @@ def test_builtin_levels():
 
 # --------------------------------------------------------------------------------------------------------------------
 # FlowEnvironment.
+
 
 class _ScriptedEnv:
   """Observations 'o0', 'o1', ...; step i returns the i-th (reward, done)."""

@@ -41,8 +41,8 @@ class _ScriptedEnvironment:
   def step(self, action):
     self.steps += 1
     self.actions.append(action)
-    return (np.float32(10 * self.steps + action), np.bool_(self.steps == 2),
-            (np.full([2, 2, 3], self.steps, np.uint8), 'go'))
+    return (np.float32(10 * self.steps + action), np.bool_(self.steps == 2), (np.full([2, 2, 3], self.steps,
+                                                                                      np.uint8), 'go'))
 
 
 class _CountingPolicy:
@@ -147,8 +147,10 @@ def test_dmlab30_training_scores_are_written_once_every_level_has_a_return(tmp_p
   summaries.episodes([(name, 1., 10) for name in names[:-1]], 100)
   summaries.episodes([(names[-1], 1., 10)], 200)
   summaries.close()
-  tags = [(v.tag, e.step) for f in glob.glob(str(tmp_path / 'events.*'))
-          for e in tf.compat.v1.train.summary_iterator(f) for v in e.summary.value]
+  tags = [(v.tag, e.step)
+          for f in glob.glob(str(tmp_path / 'events.*'))
+          for e in tf.compat.v1.train.summary_iterator(f)
+          for v in e.summary.value]
   assert ('dmlab30/training_no_cap', 200) in tags and ('dmlab30/training_cap_100', 200) in tags
   assert ('dmlab30/training_no_cap', 100) not in tags
   assert (names[0] + '/episode_frames', 100) in tags
@@ -157,9 +159,10 @@ def test_dmlab30_training_scores_are_written_once_every_level_has_a_return(tmp_p
 def test_agent_step_compiles_with_a_static_batch_size():
   """Regression: the agent's loops failed in tf.function with a [1, ...] input (static batch dimension)."""
   agent = agent_lib.Agent(NUM_ACTIONS, (8, 8, 3))
-  env_output = environments.StepOutput(
-      tf.zeros([1]), environments.StepOutputInfo(tf.zeros([1]), tf.zeros([1], tf.int32)), tf.constant([True]),
-      (tf.zeros([1, 8, 8, 3], tf.uint8), tf.constant(['go to the red'])))
+  env_output = environments.StepOutput(tf.zeros([1]), environments.StepOutputInfo(tf.zeros([1]), tf.zeros([1],
+                                                                                                          tf.int32)),
+                                       tf.constant([True]),
+                                       (tf.zeros([1, 8, 8, 3], tf.uint8), tf.constant(['go to the red'])))
   step = tf.function(agent.__call__)
   output, state = step(tf.zeros([1], tf.int32), env_output, agent.initial_state(1))
   eager_output, _ = agent(tf.zeros([1], tf.int32), env_output, agent.initial_state(1))
@@ -209,8 +212,12 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
   # The actor restarted its process once, and the learner went on taking frames after that.
   assert kill['victim'].num_restarts == 1 and kill['frames'] < kill.get('restarted_at', 200) < 200, kill
   assert os.path.exists(os.path.join(logdir, 'model.ckpt-200.index'))
-  tags = {v.tag for f in glob.glob(os.path.join(logdir, 'events.*'))
-          for e in tf.compat.v1.train.summary_iterator(f) for v in e.summary.value}
+  tags = {
+      v.tag
+      for f in glob.glob(os.path.join(logdir, 'events.*'))
+      for e in tf.compat.v1.train.summary_iterator(f)
+      for v in e.summary.value
+  }
   assert {'builtin/find_object/episode_return', 'builtin/find_object/episode_frames', 'learning_rate',
           'total_loss'} <= tags
 
@@ -261,7 +268,8 @@ def test_keeping_no_checkpoints_is_the_default():
   settings = settings_lib.Settings()
   assert settings.checkpoint_keep_every_frames == 0
   with pytest.raises(ValueError, match='checkpoint_keep_every_frames must be >= 0'):
-    settings_lib.check_settings(settings_lib.Settings(level_name='builtin/find_object', checkpoint_keep_every_frames=-1))
+    settings_lib.check_settings(settings_lib.Settings(level_name='builtin/find_object',
+                                                      checkpoint_keep_every_frames=-1))
 
 
 def test_test_mode_without_a_checkpoint_says_so(tmp_path):

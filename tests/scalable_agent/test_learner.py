@@ -27,15 +27,15 @@ def _batch(seed):
   env_outputs = environments.StepOutput(
       reward=tf.constant(rng.choice([-3., -0.5, 0., 0.7, 2.], size=shape), tf.float32),
       info=environments.StepOutputInfo(tf.constant(rng.normal(size=shape), tf.float32),
-                                       tf.constant(rng.integers(0, 100, shape), tf.int32)),
-      done=tf.constant([[True, False], [False, True], [False, False], [True, False]]),
+                                       tf.constant(rng.integers(0, 100, shape),
+                                                   tf.int32)), done=tf.constant([[True, False], [False, True],
+                                                                                 [False, False], [True, False]]),
       observation=(tf.constant(rng.integers(0, 256, shape + (72, 96, 3)), tf.uint8), tf.constant(instructions)))
-  agent_outputs = agent_lib.AgentOutput(
-      action=tf.constant(rng.integers(0, NUM_ACTIONS, shape), tf.int32),
-      policy_logits=tf.constant(rng.normal(size=shape + (NUM_ACTIONS,)), tf.float32),
-      baseline=tf.constant(rng.normal(size=shape), tf.float32))
-  agent_state = agent_lib.LSTMState(*(tf.constant(rng.normal(size=(BATCH_SIZE, 256)) * .5, tf.float32)
-                                      for _ in range(2)))
+  agent_outputs = agent_lib.AgentOutput(action=tf.constant(rng.integers(0, NUM_ACTIONS, shape), tf.int32),
+                                        policy_logits=tf.constant(rng.normal(size=shape + (NUM_ACTIONS,)), tf.float32),
+                                        baseline=tf.constant(rng.normal(size=shape), tf.float32))
+  agent_state = agent_lib.LSTMState(
+      *(tf.constant(rng.normal(size=(BATCH_SIZE, 256)) * .5, tf.float32) for _ in range(2)))
   return agent_state, env_outputs, agent_outputs
 
 
@@ -80,7 +80,7 @@ def _numpy_losses(learner_logits, learner_baselines, batch, discounting, entropy
   log_rhos = _pick(log_policy, actions) - _pick(_log_softmax(behaviour_logits), actions)
   vs, pg_advantages = _numpy_vtrace(log_rhos, discounts, rewards, values.astype(np.float64), bootstrap_value)
   pg_loss = np.sum(-_pick(log_policy, actions) * pg_advantages)
-  baseline_loss = .5 * np.sum((vs - values) ** 2)
+  baseline_loss = .5 * np.sum((vs - values)**2)
   entropy_loss = np.sum(np.exp(log_policy) * log_policy)
   total = pg_loss + baseline_cost * baseline_loss + entropy_cost * entropy_loss
   return total, pg_loss, baseline_loss, entropy_loss, vs, pg_advantages, actions
@@ -113,13 +113,14 @@ def test_one_step_matches_numpy_loss_and_rmsprop_update():
   with tf.GradientTape() as tape:
     learner_outputs, _ = agent.unroll(agent_outputs.action, env_outputs, agent_state)
     logits, baselines = learner_outputs.policy_logits, learner_outputs.baseline
-    total, pg, baseline, entropy, vs, pg_advantages, actions = _numpy_losses(
-        logits.numpy(), baselines.numpy(), batch, hparams['discounting'], hparams['entropy_cost'],
-        hparams['baseline_cost'])
+    total, pg, baseline, entropy, vs, pg_advantages, actions = _numpy_losses(logits.numpy(), baselines.numpy(), batch,
+                                                                             hparams['discounting'],
+                                                                             hparams['entropy_cost'],
+                                                                             hparams['baseline_cost'])
     log_policy = tf.nn.log_softmax(logits[:-1])
-    tf_loss = (tf.reduce_sum(-tf.gather(log_policy, actions, batch_dims=2) * pg_advantages.astype(np.float32))
-               + hparams['baseline_cost'] * .5 * tf.reduce_sum(tf.square(vs.astype(np.float32) - baselines[:-1]))
-               + hparams['entropy_cost'] * tf.reduce_sum(tf.exp(log_policy) * log_policy))
+    tf_loss = (tf.reduce_sum(-tf.gather(log_policy, actions, batch_dims=2) * pg_advantages.astype(np.float32)) +
+               hparams['baseline_cost'] * .5 * tf.reduce_sum(tf.square(vs.astype(np.float32) - baselines[:-1])) +
+               hparams['entropy_cost'] * tf.reduce_sum(tf.exp(log_policy) * log_policy))
   np.testing.assert_allclose(tf_loss.numpy(), total, rtol=1e-5)
   gradients = tape.gradient(tf_loss, variables)
 
@@ -140,7 +141,7 @@ def test_one_step_matches_numpy_loss_and_rmsprop_update():
   for variable, old, gradient in zip(variables, before, gradients):
     grad, touched = _dense(gradient, variable)
     num_sparse += isinstance(gradient, tf.IndexedSlices)
-    ms = 1. + (grad ** 2 - 1.) * (1 - hparams['decay'])
+    ms = 1. + (grad**2 - 1.) * (1 - hparams['decay'])
     mom = learning_rate * grad / np.sqrt(ms + hparams['epsilon'])
     mask = touched.reshape((-1,) + (1,) * (grad.ndim - 1)) if grad.ndim else touched[0]
     expected_ms = np.where(mask, ms, 1.)
@@ -149,8 +150,8 @@ def test_one_step_matches_numpy_loss_and_rmsprop_update():
     scale = np.abs(expected_mom).max() + 1e-12
     np.testing.assert_allclose(mom_slot.numpy(), expected_mom, rtol=1e-4, atol=1e-5 * scale, err_msg=variable.name)
     # var -= mom, in float32 (a difference of two float32 variables would drown the small steps in rounding).
-    np.testing.assert_allclose(variable.numpy(), old.astype(np.float32) - mom_slot.numpy(), rtol=1e-7, atol=0,
-                               err_msg=variable.name)
+    np.testing.assert_allclose(variable.numpy(),
+                               old.astype(np.float32) - mom_slot.numpy(), rtol=1e-7, atol=0, err_msg=variable.name)
     np.testing.assert_allclose(ms_slot.numpy(), expected_ms, rtol=1e-5, atol=1e-7, err_msg=variable.name)
   assert num_sparse == 1  # The instruction embedding gets TF1's sparse update.
 
@@ -169,13 +170,15 @@ def test_global_norm_gradient_clipping_matches_numpy():
     learner = learner_lib.Learner(agent, learning_rate=learning_rate, decay=1., momentum=0., epsilon=epsilon,
                                   total_environment_frames=1000, gradient_clipping=gradient_clipping)
     metrics = {k: v.numpy() for k, v in learner.step(*batch).items()}
-    gradients = [learner.optimizer.slots_for(v)[1].numpy().astype(np.float64) * np.sqrt(1. + epsilon) /
-                 learning_rate for v in agent.trainable_variables]
+    gradients = [
+        learner.optimizer.slots_for(v)[1].numpy().astype(np.float64) * np.sqrt(1. + epsilon) / learning_rate
+        for v in agent.trainable_variables
+    ]
     return metrics, gradients, initial
 
   metrics, gradients, initial = one_step(0.)  # Off (the original): no clipping and no gradient_norm metric.
   assert 'gradient_norm' not in metrics
-  norm = np.sqrt(sum(np.sum(g ** 2) for g in gradients))
+  norm = np.sqrt(sum(np.sum(g**2) for g in gradients))
   assert norm > 0
 
   for clip, scale in ((10. * norm, 1.), (norm / 4., .25)):
@@ -185,7 +188,7 @@ def test_global_norm_gradient_clipping_matches_numpy():
     np.testing.assert_allclose(clipped_metrics['gradient_norm'], norm, rtol=1e-4)  # The norm before clipping.
     for g, g_clipped in zip(gradients, clipped):
       np.testing.assert_allclose(g_clipped, scale * g, rtol=1e-4, atol=1e-6 * norm)
-    np.testing.assert_allclose(np.sqrt(sum(np.sum(g ** 2) for g in clipped)), min(clip, norm), rtol=1e-4)
+    np.testing.assert_allclose(np.sqrt(sum(np.sum(g**2) for g in clipped)), min(clip, norm), rtol=1e-4)
     np.testing.assert_allclose(clipped_metrics['total_loss'], metrics['total_loss'], rtol=1e-6)
 
   with pytest.raises(ValueError, match=r'gradient_clipping must be >= 0 \(0: off\), got -1.0'):

@@ -28,7 +28,6 @@ HPARAMS = dict(entropy_cost=0.01, baseline_cost=.5, discounting=.9, learning_rat
                epsilon=.1, total_environment_frames=1000, num_action_repeats=NUM_ACTION_REPEATS)
 CHILD_TIMEOUT_S = 400
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # The child: run as a script, in a fresh interpreter.
 
@@ -53,16 +52,16 @@ def _child(out_dir):
     env_outputs = environments.StepOutput(
         reward=tf.constant(rng.choice([-3., -.5, 0., .7, 2.], shape), tf.float32),
         info=environments.StepOutputInfo(tf.constant(rng.normal(size=shape), tf.float32),
-                                         tf.constant(rng.integers(0, 100, shape), tf.int32)),
-        done=tf.constant(rng.random(shape) < .3),
-        observation=(tf.constant(rng.integers(0, 256, shape + FRAME_SHAPE), tf.uint8),
-                     tf.constant(instructions.reshape(shape))))
+                                         tf.constant(rng.integers(0, 100, shape),
+                                                     tf.int32)), done=tf.constant(rng.random(shape) < .3),
+        observation=(tf.constant(rng.integers(0, 256, shape + FRAME_SHAPE),
+                                 tf.uint8), tf.constant(instructions.reshape(shape))))
     agent_outputs = agent_lib.AgentOutput(
-        action=tf.constant(rng.integers(0, NUM_ACTIONS, shape), tf.int32),
-        policy_logits=tf.constant(rng.normal(size=shape + (NUM_ACTIONS,)), tf.float32),
+        action=tf.constant(rng.integers(0, NUM_ACTIONS, shape),
+                           tf.int32), policy_logits=tf.constant(rng.normal(size=shape + (NUM_ACTIONS,)), tf.float32),
         baseline=tf.constant(rng.normal(size=shape), tf.float32))
-    agent_state = agent_lib.LSTMState(*(tf.constant(rng.normal(size=(batch_size, 256)) * .5, tf.float32)
-                                        for _ in range(2)))
+    agent_state = agent_lib.LSTMState(
+        *(tf.constant(rng.normal(size=(batch_size, 256)) * .5, tf.float32) for _ in range(2)))
     return agent_state, env_outputs, agent_outputs
 
   def state(agent, learner_):
@@ -96,9 +95,10 @@ def _child(out_dir):
       target.assign(source)  # Cross-replica context: every copy.
     distributed = learner.Learner(mirrored_agent, **HPARAMS)
   results['num_replicas'] = distributed.num_replicas
-  results['variable_types'] = sorted({type(v).__name__ for v in list(mirrored_agent.variables) + [
-      distributed.num_environment_frames] + [distributed.optimizer.slots_for(v)[0]
-                                             for v in mirrored_agent.trainable_variables]})
+  results['variable_types'] = sorted({
+      type(v).__name__ for v in list(mirrored_agent.variables) + [distributed.num_environment_frames] +
+      [distributed.optimizer.slots_for(v)[0] for v in mirrored_agent.trainable_variables]
+  })
   for learner_ in (single, distributed):
     learner_.num_environment_frames.assign(250)  # Mid-decay: the learning rate must follow the counter.
   record('before', state(single_agent, single))
@@ -108,8 +108,9 @@ def _child(out_dir):
   results['mirrored_step'] = metrics_of(distributed.step(*batch(1)))
   record('single', state(single_agent, single))
   record('mirrored', state(mirrored_agent, distributed))
-  results['counter_copies'] = [int(v.numpy()) for v in mirrored.experimental_local_results(
-      distributed.num_environment_frames)]
+  results['counter_copies'] = [
+      int(v.numpy()) for v in mirrored.experimental_local_results(distributed.num_environment_frames)
+  ]
 
   # Checkpoints of both after the same step: object-based (our runs) and TF1 name-based (the original's).
   prefixes = {}
@@ -117,31 +118,32 @@ def _child(out_dir):
     manager = checkpoints.make_checkpoint_manager(os.path.join(out_dir, name), agent, learner_.optimizer,
                                                   learner_.num_environment_frames)
     prefixes[name] = manager.save()
-    prefixes[name + '_tf1'] = checkpoints.export_tf1_checkpoint(
-        os.path.join(out_dir, name + '_tf1', 'model.ckpt'), agent, learner_.optimizer,
-        int(learner_.num_environment_frames.numpy()))
+    prefixes[name + '_tf1'] = checkpoints.export_tf1_checkpoint(os.path.join(out_dir, name + '_tf1', 'model.ckpt'),
+                                                                agent, learner_.optimizer,
+                                                                int(learner_.num_environment_frames.numpy()))
   results['checkpoint_names'] = {name: os.path.basename(prefix) for name, prefix in prefixes.items()}
   for name, prefix in prefixes.items():
     for key, value in checkpoint_content(prefix).items():
       if key != '_CHECKPOINTABLE_OBJECT_GRAPH':  # A serialized proto: compared as a whole below.
         arrays[f'ckpt_{name}:{key}'] = value
   results['object_graphs_equal'] = bool(
-      checkpoint_content(prefixes['single'])['_CHECKPOINTABLE_OBJECT_GRAPH']
-      == checkpoint_content(prefixes['mirrored'])['_CHECKPOINTABLE_OBJECT_GRAPH'])
+      checkpoint_content(prefixes['single'])['_CHECKPOINTABLE_OBJECT_GRAPH'] == checkpoint_content(prefixes['mirrored'])
+      ['_CHECKPOINTABLE_OBJECT_GRAPH'])
 
   # Mirrored checkpoint -> a fresh single-device learner, and the single-device one -> a fresh mirrored learner.
   fresh_agent = agent_lib.Agent(NUM_ACTIONS, FRAME_SHAPE)
   fresh = learner.Learner(fresh_agent, **HPARAMS)
-  checkpoints.restore_latest(checkpoints.make_checkpoint_manager(
-      os.path.join(out_dir, 'mirrored'), fresh_agent, fresh.optimizer, fresh.num_environment_frames))
+  checkpoints.restore_latest(
+      checkpoints.make_checkpoint_manager(os.path.join(out_dir, 'mirrored'), fresh_agent, fresh.optimizer,
+                                          fresh.num_environment_frames))
   record('mirrored_to_single', state(fresh_agent, fresh))
   results['mirrored_to_single_frames'] = int(fresh.num_environment_frames.numpy())
   with mirrored.scope():
     fresh_mirrored_agent = agent_lib.Agent(NUM_ACTIONS, FRAME_SHAPE)
     fresh_mirrored = learner.Learner(fresh_mirrored_agent, **HPARAMS)
-  checkpoints.restore_latest(checkpoints.make_checkpoint_manager(
-      os.path.join(out_dir, 'single'), fresh_mirrored_agent, fresh_mirrored.optimizer,
-      fresh_mirrored.num_environment_frames))
+  checkpoints.restore_latest(
+      checkpoints.make_checkpoint_manager(os.path.join(out_dir, 'single'), fresh_mirrored_agent,
+                                          fresh_mirrored.optimizer, fresh_mirrored.num_environment_frames))
   record('single_to_mirrored', state(fresh_mirrored_agent, fresh_mirrored))
   results['single_to_mirrored_frames'] = int(fresh_mirrored.num_environment_frames.numpy())
   # The TF1 name-based checkpoint of the mirrored run, into a fresh mirrored learner.
@@ -179,12 +181,14 @@ def _child(out_dir):
     agent = agent_lib.Agent(NUM_ACTIONS, FRAME_SHAPE)
     with mirrored.scope():
       learner.Learner(agent)
+
   results['agent_outside_scope_error'] = error(learner_in_scope_agent_outside)
 
   def agent_in_scope_learner_outside():
     with mirrored.scope():
       agent = agent_lib.Agent(NUM_ACTIONS, FRAME_SHAPE)
     learner.Learner(agent)
+
   results['learner_outside_scope_error'] = error(agent_in_scope_learner_outside)
   results['default_in_scope_error'] = error(lambda: _in_scope(mirrored, lambda: learner.make_strategy('default')))
   results['has_tpu'] = bool(tf.config.list_logical_devices('TPU'))
@@ -208,8 +212,8 @@ def _in_scope(strategy, fn):
 def child(tmp_path_factory):
   """Runs `_child` once in a fresh interpreter; returns (results dict, arrays dict)."""
   out_dir = str(tmp_path_factory.mktemp('learner_distributed'))
-  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),
-             TF_CPP_MIN_LOG_LEVEL='2', CUDA_VISIBLE_DEVICES='')  # Two logical CPUs, whatever the machine has.
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''), TF_CPP_MIN_LOG_LEVEL='2',
+             CUDA_VISIBLE_DEVICES='')  # Two logical CPUs, whatever the machine has.
   process = subprocess.run([sys.executable, os.path.abspath(__file__), out_dir], cwd=REPO_ROOT, env=env,
                            capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
   if process.returncode:
@@ -288,8 +292,8 @@ def test_restore_across_strategies(child):
   results, arrays = child
   mirrored, single = _state(arrays, 'mirrored'), _state(arrays, 'single')
   for restored, saved in ((_state(arrays, 'mirrored_to_single'), mirrored),
-                          (_state(arrays, 'mirrored_tf1_to_single'), mirrored),
-                          (_state(arrays, 'single_to_mirrored'), single)):
+                          (_state(arrays, 'mirrored_tf1_to_single'), mirrored), (_state(arrays,
+                                                                                        'single_to_mirrored'), single)):
     assert sorted(restored) == sorted(saved)
     for name, value in saved.items():
       np.testing.assert_array_equal(restored[name], value, err_msg=name)

@@ -23,11 +23,17 @@ def test_shallow_expert_layers_on_four_grey_84x84_frames():
   """Pong (6 actions), frames 84 x 84 x 4: 8x8/4 VALID -> 20 x 20 x 16, 4x4/2 VALID -> 9 x 9 x 32 = 2592 -> 256."""
   agent = networks.FeedForwardAgent(6, (84, 84, 4), torso='shallow')
   assert _shapes(agent) == {
-      'agent/torso/convnet/conv_2d/w': [8, 8, 4, 16], 'agent/torso/convnet/conv_2d/b': [16],
-      'agent/torso/convnet/conv_2d_1/w': [4, 4, 16, 32], 'agent/torso/convnet/conv_2d_1/b': [32],
-      'agent/torso/linear/w': [2592, 256], 'agent/torso/linear/b': [256],
-      'agent/policy_logits/w': [256, 6], 'agent/policy_logits/b': [6],
-      'agent/baseline/w': [256, 1], 'agent/baseline/b': [1]}
+      'agent/torso/convnet/conv_2d/w': [8, 8, 4, 16],
+      'agent/torso/convnet/conv_2d/b': [16],
+      'agent/torso/convnet/conv_2d_1/w': [4, 4, 16, 32],
+      'agent/torso/convnet/conv_2d_1/b': [32],
+      'agent/torso/linear/w': [2592, 256],
+      'agent/torso/linear/b': [256],
+      'agent/policy_logits/w': [256, 6],
+      'agent/policy_logits/b': [6],
+      'agent/baseline/w': [256, 1],
+      'agent/baseline/b': [1]
+  }
   by_hand = (8 * 8 * 4 * 16 + 16) + (4 * 4 * 16 * 32 + 32) + (9 * 9 * 32 * 256 + 256) + (256 * 6 + 6) + (256 + 1)
   assert _count(agent) == by_hand == 677943
 
@@ -42,8 +48,11 @@ def test_deep_expert_is_the_released_resnet_torso_without_lstm_and_instruction()
   assert _count(agent) == sum(convs) + (3872 * 256 + 256) + (256 * 6 + 6) + (256 + 1) == 1091031
   released = _shapes(agent_lib.Agent(9))  # The original 72 x 96 x 3 frames.
   deep = _shapes(networks.FeedForwardAgent(9, (72, 96, 3), torso='deep'))
-  released_torso = {k[len('agent/batch_apply/'):]: v for k, v in released.items()
-                    if k.startswith(('agent/batch_apply/convnet/', 'agent/batch_apply/linear/'))}
+  released_torso = {
+      k[len('agent/batch_apply/'):]: v
+      for k, v in released.items()
+      if k.startswith(('agent/batch_apply/convnet/', 'agent/batch_apply/linear/'))
+  }
   deep_torso = {k[len('agent/torso/'):]: v for k, v in deep.items() if k.startswith('agent/torso/')}
   assert deep_torso == released_torso and len(deep_torso) == 32
   assert not any('lstm' in name or 'embed' in name for name in deep)
@@ -77,9 +86,10 @@ def _numpy_conv_valid(x, w, b, stride):
 def _env_outputs(frames):
   """A StepOutput around frames [T, B, H, W, C] (the other fields are not inputs of the experts)."""
   shape = frames.shape[:2]
-  return environments.StepOutput(
-      reward=tf.fill(shape, 5.), info=environments.StepOutputInfo(tf.zeros(shape), tf.zeros(shape, tf.int32)),
-      done=tf.zeros(shape, tf.bool), observation=(tf.constant(frames), tf.fill(shape, 'ignored')))
+  return environments.StepOutput(reward=tf.fill(shape, 5.),
+                                 info=environments.StepOutputInfo(tf.zeros(shape), tf.zeros(shape, tf.int32)),
+                                 done=tf.zeros(shape,
+                                               tf.bool), observation=(tf.constant(frames), tf.fill(shape, 'ignored')))
 
 
 def test_shallow_expert_matches_numpy_and_unroll_matches_steps():
@@ -92,8 +102,8 @@ def test_shallow_expert_matches_numpy_and_unroll_matches_steps():
 
   x = frames.reshape(6, 36, 36, 4).astype(np.float64) / 255.
   x = np.maximum(_numpy_conv_valid(x, v['agent/torso/convnet/conv_2d/w'], v['agent/torso/convnet/conv_2d/b'], 4), 0)
-  x = np.maximum(_numpy_conv_valid(x, v['agent/torso/convnet/conv_2d_1/w'], v['agent/torso/convnet/conv_2d_1/b'],
-                                   2), 0)  # [6, 3, 3, 32]
+  x = np.maximum(_numpy_conv_valid(x, v['agent/torso/convnet/conv_2d_1/w'], v['agent/torso/convnet/conv_2d_1/b'], 2),
+                 0)  # [6, 3, 3, 32]
   x = np.maximum(x.reshape(6, -1) @ v['agent/torso/linear/w'] + v['agent/torso/linear/b'], 0)  # Flatten H, W, C.
   logits = x @ v['agent/policy_logits/w'] + v['agent/policy_logits/b']
   baseline = (x @ v['agent/baseline/w'] + v['agent/baseline/b'])[:, 0]
@@ -106,10 +116,10 @@ def test_shallow_expert_matches_numpy_and_unroll_matches_steps():
 
   step = tf.function(agent)  # One step for a batch (actors), compiled, equals the unroll's step t.
   for t in range(3):
-    step_output, _ = step(tf.zeros([2], tf.int32),
-                          tf.nest.map_structure(lambda x, t=t: x[t], _env_outputs(frames)), state)
-    np.testing.assert_allclose(step_output.policy_logits.numpy(), outputs.policy_logits.numpy()[t], rtol=1e-5,
-                               atol=1e-6)
+    step_output, _ = step(tf.zeros([2], tf.int32), tf.nest.map_structure(lambda x, t=t: x[t], _env_outputs(frames)),
+                          state)
+    np.testing.assert_allclose(step_output.policy_logits.numpy(),
+                               outputs.policy_logits.numpy()[t], rtol=1e-5, atol=1e-6)
 
 
 def test_network_selection_and_errors():

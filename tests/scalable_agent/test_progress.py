@@ -79,9 +79,9 @@ def test_episode_lines_only_at_debug_verbosity(tmp_path, caplog, absl_verbosity)
   assert not [r for r in caplog.records if 'Episode return' in r.getMessage()]
   absl_verbosity(absl_logging.DEBUG)  # --verbosity=1
   summaries.episodes(pong(-20, 3.5), 2000)
-  assert [(r.levelno, r.getMessage()) for r in caplog.records if 'Episode return' in r.getMessage()] == [
-      (logging.DEBUG, 'Level: atari/pong Episode return: -20.000000'),
-      (logging.DEBUG, 'Level: atari/pong Episode return: 3.500000')]
+  assert [(r.levelno, r.getMessage()) for r in caplog.records if 'Episode return' in r.getMessage()
+         ] == [(logging.DEBUG, 'Level: atari/pong Episode return: -20.000000'),
+               (logging.DEBUG, 'Level: atari/pong Episode return: 3.500000')]
   assert summaries.report() == 'episodes 3 (3 since the start); return (last 3) atari/pong -12.50'
   summaries.close()
 
@@ -115,9 +115,11 @@ def test_the_progress_line_carries_the_episodes(tmp_path, caplog, monkeypatch, a
   lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith('Frames ')]
   rest = r'\(0\.0%\), \d+ frames/s \(\d+ since the start\), total_loss 1\.5, learning_rate 0\.0006, ETA \S+; '
   assert len(lines) == 2, lines
-  assert re.fullmatch(r'Frames 1000 / 200000000 ' + rest + r'episodes 3 \(3 since the start\); return \(last 3\) '
-                      r'atari/pong -20\.00\.', lines[0]), lines[0]
-  assert re.fullmatch(r'Frames 2000 / 200000000 ' + rest + r'episodes 0 \(3 since the start\); return \(last 3\) '
-                      r'atari/pong -20\.00\.', lines[1]), lines[1]
+  assert re.fullmatch(
+      r'Frames 1000 / 200000000 ' + rest + r'episodes 3 \(3 since the start\); return \(last 3\) '
+      r'atari/pong -20\.00\.', lines[0]), lines[0]
+  assert re.fullmatch(
+      r'Frames 2000 / 200000000 ' + rest + r'episodes 0 \(3 since the start\); return \(last 3\) '
+      r'atari/pong -20\.00\.', lines[1]), lines[1]
   assert not [r for r in caplog.records if 'Episode return' in r.getMessage()]
   progress.close()

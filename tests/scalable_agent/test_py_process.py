@@ -100,6 +100,7 @@ def test_bad_constructor_arguments_fail_in_the_caller():
 
 
 def test_class_must_be_importable_by_the_child():
+
   class Local:
     pass
 

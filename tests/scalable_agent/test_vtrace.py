@@ -67,9 +67,9 @@ def _discounts(seq_len, batch_size):
 def _original_vtrace_inputs(batch_size, seq_len=5):
   """The inputs of the original VtraceTest.test_vtrace: rho spans about [0.08, 12.2), across both clips."""
   log_rhos = 5 * (_shaped_arange(seq_len, batch_size) / (batch_size * seq_len) - 0.5)  # [-2.5, 2.5)
-  return dict(log_rhos=log_rhos, discounts=_discounts(seq_len, batch_size),
-              rewards=_shaped_arange(seq_len, batch_size), values=_shaped_arange(seq_len, batch_size) / batch_size,
-              bootstrap_value=_shaped_arange(batch_size) + 1.0, clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2)
+  return dict(log_rhos=log_rhos, discounts=_discounts(seq_len, batch_size), rewards=_shaped_arange(seq_len, batch_size),
+              values=_shaped_arange(seq_len, batch_size) / batch_size, bootstrap_value=_shaped_arange(batch_size) + 1.0,
+              clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2)
 
 
 @pytest.mark.parametrize('batch_size', [1, 2])
@@ -97,10 +97,12 @@ def test_vtrace_with_episode_ends_and_default_clips():
   """Random inputs with discount 0 (episode ends) and rho on both sides of the default clips 1.0 / 1.0."""
   rng = np.random.default_rng(0)
   seq_len, batch_size = 7, 3
-  inputs = {k: v.astype(np.float32) for k, v in dict(
-      log_rhos=rng.uniform(-2.5, 2.5, (seq_len, batch_size)), discounts=rng.choice([0.0, 0.99], (seq_len, batch_size)),
-      rewards=rng.normal(size=(seq_len, batch_size)), values=rng.normal(size=(seq_len, batch_size)),
-      bootstrap_value=rng.normal(size=batch_size)).items()}
+  inputs = {
+      k: v.astype(np.float32)
+      for k, v in dict(log_rhos=rng.uniform(-2.5, 2.5, (seq_len, batch_size)), discounts=rng.choice([0.0, 0.99], (
+          seq_len, batch_size)), rewards=rng.normal(size=(seq_len, batch_size)), values=rng.normal(
+              size=(seq_len, batch_size)), bootstrap_value=rng.normal(size=batch_size)).items()
+  }
   output = vtrace.from_importance_weights(**inputs)
   expected_vs, expected_pg_advantages = _ground_truth(**inputs)
   np.testing.assert_allclose(output.vs, expected_vs, rtol=1e-5, atol=1e-5)
@@ -109,6 +111,7 @@ def test_vtrace_with_episode_ends_and_default_clips():
 
 def _unknown_shape_from_logits(execution_mode, clip_rho_threshold, clip_pg_rho_threshold):
   """from_logits in a tf.function whose inputs have unknown shapes (the original used placeholders)."""
+
   @tf.function(input_signature=[
       tf.TensorSpec([None, None, None], tf.float32),  # behaviour_policy_logits [T, B, NUM_ACTIONS]
       tf.TensorSpec([None, None, None], tf.float32),  # target_policy_logits [T, B, NUM_ACTIONS]
@@ -116,11 +119,13 @@ def _unknown_shape_from_logits(execution_mode, clip_rho_threshold, clip_pg_rho_t
       tf.TensorSpec([None, None], tf.float32),  # discounts
       tf.TensorSpec([None, None], tf.float32),  # rewards
       tf.TensorSpec([None, None], tf.float32),  # values
-      tf.TensorSpec([None], tf.float32)])  # bootstrap_value [B]
+      tf.TensorSpec([None], tf.float32)
+  ])  # bootstrap_value [B]
   def run(behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values, bootstrap_value):
     return vtrace.from_logits(behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values,
                               bootstrap_value, clip_rho_threshold=clip_rho_threshold,
                               clip_pg_rho_threshold=clip_pg_rho_threshold, execution_mode=execution_mode)
+
   return run
 
 
@@ -151,7 +156,8 @@ def test_vtrace_from_logits(batch_size, execution_mode):
       actions=np.random.default_rng(batch_size).integers(0, num_actions - 1, size=(seq_len, batch_size),
                                                          dtype=np.int32),
       discounts=_discounts(seq_len, batch_size).astype(np.float32),
-      rewards=_shaped_arange(seq_len, batch_size), values=_shaped_arange(seq_len, batch_size) / batch_size,
+      rewards=_shaped_arange(seq_len, batch_size),
+      values=_shaped_arange(seq_len, batch_size) / batch_size,
       bootstrap_value=_shaped_arange(batch_size) + 1.0)
   output = _unknown_shape_from_logits(execution_mode, None, None)(**inputs)
   _check_from_logits(output, clip_rho_threshold=None, clip_pg_rho_threshold=None, **inputs)
@@ -163,22 +169,22 @@ def test_vtrace_from_logits_different_policies(batch_size, execution_mode):
   """Not in the original: behaviour != target, all actions, default clips, eager call."""
   rng = np.random.default_rng(batch_size)
   seq_len, num_actions = 6, 4
-  inputs = dict(
-      behaviour_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)).astype(np.float32) * 2,
-      target_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)).astype(np.float32) * 2,
-      actions=rng.integers(0, num_actions, size=(seq_len, batch_size), dtype=np.int32),
-      discounts=rng.choice([0.0, 0.99], size=(seq_len, batch_size)).astype(np.float32),
-      rewards=rng.normal(size=(seq_len, batch_size)).astype(np.float32),
-      values=rng.normal(size=(seq_len, batch_size)).astype(np.float32),
-      bootstrap_value=rng.normal(size=batch_size).astype(np.float32))
+  inputs = dict(behaviour_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)).astype(np.float32) * 2,
+                target_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)).astype(np.float32) * 2,
+                actions=rng.integers(0, num_actions, size=(seq_len, batch_size), dtype=np.int32),
+                discounts=rng.choice([0.0, 0.99], size=(seq_len, batch_size)).astype(np.float32),
+                rewards=rng.normal(size=(seq_len, batch_size)).astype(np.float32),
+                values=rng.normal(size=(seq_len, batch_size)).astype(np.float32),
+                bootstrap_value=rng.normal(size=batch_size).astype(np.float32))
   output = vtrace.from_logits(execution_mode=execution_mode, **inputs)
   _check_from_logits(output, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, **inputs)
 
 
-_HIGHER_RANK_SIGNATURE = dict(
-    log_rhos=tf.TensorSpec([None, None, 1], tf.float32), discounts=tf.TensorSpec([None, None, 1], tf.float32),
-    rewards=tf.TensorSpec([None, None, 42], tf.float32), values=tf.TensorSpec([None, None, 42], tf.float32),
-    bootstrap_value=tf.TensorSpec([None, 42], tf.float32))
+_HIGHER_RANK_SIGNATURE = dict(log_rhos=tf.TensorSpec([None, None, 1],
+                                                     tf.float32), discounts=tf.TensorSpec([None, None, 1], tf.float32),
+                              rewards=tf.TensorSpec([None, None, 42],
+                                                    tf.float32), values=tf.TensorSpec([None, None, 42], tf.float32),
+                              bootstrap_value=tf.TensorSpec([None, 42], tf.float32))
 
 
 @pytest.mark.parametrize('execution_mode', vtrace.EXECUTION_MODES)
@@ -191,9 +197,9 @@ def test_higher_rank_inputs_for_importance_weights(execution_mode):
 
   rng = np.random.default_rng(0)
   seq_len, batch_size = 4, 2
-  inputs = dict(log_rhos=rng.uniform(-2, 2, (seq_len, batch_size, 1)), discounts=np.full((seq_len, batch_size, 1), .9),
-                rewards=rng.normal(size=(seq_len, batch_size, 42)), values=rng.normal(size=(seq_len, batch_size, 42)),
-                bootstrap_value=rng.normal(size=(batch_size, 42)))
+  inputs = dict(log_rhos=rng.uniform(-2, 2, (seq_len, batch_size, 1)), discounts=np.full(
+      (seq_len, batch_size, 1), .9), rewards=rng.normal(size=(seq_len, batch_size, 42)),
+                values=rng.normal(size=(seq_len, batch_size, 42)), bootstrap_value=rng.normal(size=(batch_size, 42)))
   inputs = {k: tf.constant(v, tf.float32) for k, v in inputs.items()}
   output = run(**inputs)
   expected_vs, expected_pg_advantages = _ground_truth(**{k: v.numpy() for k, v in inputs.items()})
@@ -204,12 +210,12 @@ def test_higher_rank_inputs_for_importance_weights(execution_mode):
 def test_inconsistent_rank_inputs_for_importance_weights():
   """bootstrap_value of rank 1 where the [T, B, 1] weights require rank 2: ValueError at trace time and eagerly."""
   signature = dict(_HIGHER_RANK_SIGNATURE, bootstrap_value=tf.TensorSpec([None], tf.float32))
-  run = tf.function(lambda **kwargs: vtrace.from_importance_weights(**kwargs))
+  run = tf.function(vtrace.from_importance_weights)
   with pytest.raises(ValueError, match='must have rank 2'):
     run.get_concrete_function(**signature)
   with pytest.raises(ValueError, match='must have rank 2'):
-    vtrace.from_importance_weights(np.zeros((3, 2, 1)), np.zeros((3, 2, 1)), np.zeros((3, 2, 42)),
-                                   np.zeros((3, 2, 42)), np.zeros(2))
+    vtrace.from_importance_weights(np.zeros((3, 2, 1)), np.zeros((3, 2, 1)), np.zeros((3, 2, 42)), np.zeros((3, 2, 42)),
+                                   np.zeros(2))
 
 
 def test_from_logits_rank_checks():
@@ -220,8 +226,8 @@ def test_from_logits_rank_checks():
     vtrace.from_logits(np.zeros((3, 2, 4)), np.zeros((3, 2, 4)), np.zeros((3, 2), np.int32), np.zeros((3, 2)),
                        np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((2, 1)))
   with pytest.raises(ValueError, match='must have rank 0'):
-    vtrace.from_importance_weights(np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)),
-                                   np.zeros(2), clip_rho_threshold=[1.0])
+    vtrace.from_importance_weights(np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)), np.zeros(2),
+                                   clip_rho_threshold=[1.0])
 
 
 def test_unknown_execution_mode():
@@ -233,12 +239,12 @@ def test_execution_modes_agree():
   """Eager (op by op) == tf.function == XLA, and a caller's jit_compile=True function, on the same inputs."""
   rng = np.random.default_rng(3)
   seq_len, batch_size, num_actions = 20, 4, 9
-  inputs = dict(
-      behaviour_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)),
-      target_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)),
-      actions=rng.integers(0, num_actions, size=(seq_len, batch_size)).astype(np.int32),
-      discounts=rng.choice([0.0, 0.99], size=(seq_len, batch_size)), rewards=rng.normal(size=(seq_len, batch_size)),
-      values=rng.normal(size=(seq_len, batch_size)), bootstrap_value=rng.normal(size=batch_size))
+  inputs = dict(behaviour_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)),
+                target_policy_logits=rng.normal(size=(seq_len, batch_size, num_actions)),
+                actions=rng.integers(0, num_actions, size=(seq_len, batch_size)).astype(np.int32),
+                discounts=rng.choice([0.0, 0.99],
+                                     size=(seq_len, batch_size)), rewards=rng.normal(size=(seq_len, batch_size)),
+                values=rng.normal(size=(seq_len, batch_size)), bootstrap_value=rng.normal(size=batch_size))
   inputs = {k: tf.constant(v, tf.int32 if k == 'actions' else tf.float32) for k, v in inputs.items()}
   eager = vtrace.from_logits(execution_mode='eager', **inputs)
   outputs = [vtrace.from_logits(execution_mode=mode, **inputs) for mode in ('function', 'jit')]
@@ -258,10 +264,10 @@ def test_no_gradient_through_vs_and_pg_advantages(execution_mode):
   bootstrap_value = tf.Variable(rng.normal(size=batch_size), dtype=tf.float32)
   rewards = tf.Variable(rng.normal(size=(seq_len, batch_size)), dtype=tf.float32)
   with tf.GradientTape(persistent=True) as tape:
-    output = vtrace.from_logits(
-        rng.normal(size=(seq_len, batch_size, num_actions)), target_policy_logits,
-        rng.integers(0, num_actions, size=(seq_len, batch_size)).astype(np.int32),
-        np.full((seq_len, batch_size), 0.9), rewards, values, bootstrap_value, execution_mode=execution_mode)
+    output = vtrace.from_logits(rng.normal(size=(seq_len, batch_size, num_actions)), target_policy_logits,
+                                rng.integers(0, num_actions, size=(seq_len, batch_size)).astype(np.int32),
+                                np.full((seq_len, batch_size), 0.9), rewards, values, bootstrap_value,
+                                execution_mode=execution_mode)
     vs_sum = tf.reduce_sum(output.vs)
     pg_advantages_sum = tf.reduce_sum(output.pg_advantages)
     target_log_probs_sum = tf.reduce_sum(output.target_action_log_probs)

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 import launcher
-import uvf.configurables  # noqa: F401  pylint: disable=unused-import
 from uvf import run_loop
 from uvf import train
+import uvf.configurables  # noqa: F401  pylint: disable=unused-import
 
 CONFIG = Path(__file__).resolve().parents[2] / 'configs' / 'ant_maze.gin'
 EPISODE = 50  # short episodes: every_n_steps.n, every_n_episodes.steps_per_episode, max_steps_per_episode
@@ -17,9 +17,10 @@ def small_bindings(episodes=2, episode=EPISODE, extra=()):
       f'every_n_steps.n = {episode}', f'every_n_episodes.steps_per_episode = {episode}',
       f'train_uvf.max_steps_per_episode = {episode}', 'train_uvf.initial_episodes = 1',
       f'train_uvf.num_episodes_train = {episodes}', 'train_uvf.batch_size = 16',
-      'agent/CircularBuffer.buffer_size = 1000', 'meta/CircularBuffer.buffer_size = 200',
-      'train_uvf.seed = 0', 'train_uvf.save_summaries_secs = 0', 'train_uvf.log_every_n_steps = 100',
-      'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50'] + list(extra)
+      'agent/CircularBuffer.buffer_size = 1000', 'meta/CircularBuffer.buffer_size = 200', 'train_uvf.seed = 0',
+      'train_uvf.save_summaries_secs = 0', 'train_uvf.log_every_n_steps = 100',
+      'train_uvf.save_policy_every_n_steps = 100', 'train_uvf.steps_per_call = 50'
+  ] + list(extra)
 
 
 def run_training(train_dir, bindings):

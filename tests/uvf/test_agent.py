@@ -67,8 +67,9 @@ def test_meta_actions_regularizer():
   rng = np.random.default_rng(2)
   for name in ('actor_net', 'critic_net'):
     randomize(meta.networks[name], rng)
-  states = np.concatenate([rng.uniform(-4, 20, (8, 2)), rng.normal(size=(8, 28)), rng.uniform(-4, 20, (8, 2))],
-                          1).astype(np.float32)
+  states = np.concatenate(
+      [rng.uniform(-4, 20, (8, 2)), rng.normal(size=(8, 28)),
+       rng.uniform(-4, 20, (8, 2))], 1).astype(np.float32)
   goal_max = meta.action_spec.maximum
   actor, critic = np_weights(meta.networks['actor_net']), np_weights(meta.networks['critic_net'])
   mu = np_actor(actor, states, -goal_max, goal_max, 2, False)
@@ -78,9 +79,8 @@ def test_meta_actions_regularizer():
     step[:, j] = 1e-6
     dqda[:, j] = (np_critic(critic, states, mu + step, False) - np_critic(critic, states, mu - step, False)) / 2e-6
   regulariser = 0.2 * np.mean(np.sum(np.abs(mu[:, 2:]), 1))
-  assert regulariser > 0.1 * np.mean(dqda ** 2)
-  np.testing.assert_allclose(meta.actor_loss(tf.constant(states)).numpy(), np.mean(dqda ** 2) + regulariser,
-                             rtol=1e-3)
+  assert regulariser > 0.1 * np.mean(dqda**2)
+  np.testing.assert_allclose(meta.actor_loss(tf.constant(states)).numpy(), np.mean(dqda**2) + regulariser, rtol=1e-3)
 
 
 def test_noise_is_gaussian_and_clipped():
@@ -110,8 +110,9 @@ def test_merged_states_and_actions():
   unmerged_states, (unmerged_goals,) = low.unmerged_states(tf.constant(merged))
   np.testing.assert_array_equal(unmerged_states.numpy(), states)
   np.testing.assert_array_equal(unmerged_goals.numpy(), goals)
-  np.testing.assert_allclose(low.actions(tf.ones([4, 30]), [tf.tile(tf.range(15.0)[None], [4, 1])]).numpy(),
-                             low.actor(batch).numpy(), rtol=1e-6)
+  np.testing.assert_allclose(
+      low.actions(tf.ones([4, 30]), [tf.tile(tf.range(15.0)[None], [4, 1])]).numpy(),
+      low.actor(batch).numpy(), rtol=1e-6)
 
 
 def test_state_preprocess():

@@ -17,10 +17,10 @@ import tensorflow as tf
 import launcher
 from tests.uvf import hiro_fixtures
 from uvf import agent as agent_lib
+from uvf import build as build_lib
 from uvf import checkpoints
 from uvf import eval as eval_lib
 from uvf import representation
-from uvf import build as build_lib
 from uvf.environments import create_maze_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -43,7 +43,6 @@ SETTINGS = {
     'hiro_xy': (2, False, False, XY_GOAL_MAX),
     'hiro_repr': (2, False, True, XY_GOAL_MAX),
 }
-
 
 # ----------------------------------------------------------------------------------------------------------------------
 # The reference: the original graph, written from the specification (tf.compat.v1, graph mode).
@@ -179,8 +178,7 @@ def write_original_checkpoint(prefix, setting='hiro_orig', seed=0):
         with tf.compat.v1.variable_scope('state_process_net'):
           outputs['repr'] = _original_state_preprocess_net(feeds['observations'], values)
         with tf.compat.v1.variable_scope('action_embed_net'):
-          outputs['action_embed'] = _original_action_embed_net(feeds['action_sequences'], feeds['observations'],
-                                                                values)
+          outputs['action_embed'] = _original_action_embed_net(feeds['action_sequences'], feeds['observations'], values)
     saver = tf.compat.v1.train.Saver()
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
@@ -210,11 +208,11 @@ class Policy(object):
   def __init__(self, config, bindings=()):
     launcher.parse_gin([config], list(bindings))
     self.meta_agent, self.uvf_agent, self.state_preprocess, _ = build_lib.build_agents(
-        create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent,
-        representation.StatePreprocess, representation.InverseDynamics)
+        create_maze_env.create_maze_env(), agent_lib.UvfAgent, agent_lib.MetaAgent, representation.StatePreprocess,
+        representation.InverseDynamics)
     self.counters = [tf.Variable(0, dtype=tf.int64, name=n) for n in ('global_step', 'num_episodes', 'num_resets')]
     self.variables = build_lib.policy_variables_by_tf1_name(self.uvf_agent, self.meta_agent, self.state_preprocess,
-                                                        *self.counters)
+                                                            *self.counters)
 
   def values(self):
     return {name: variable.numpy() for name, variable in self.variables.items()}
@@ -222,7 +220,7 @@ class Policy(object):
   def randomize(self, seed):
     rng = np.random.RandomState(seed)
     for variable in self.variables.values():
-      value = rng.randn(*variable.shape) if variable.dtype.is_floating else rng.randint(1, 10 ** 6, variable.shape)
+      value = rng.randn(*variable.shape) if variable.dtype.is_floating else rng.randint(1, 10**6, variable.shape)
       variable.assign(np.asarray(value).astype(variable.dtype.as_numpy_dtype))
 
 
@@ -267,8 +265,9 @@ def test_original_hiro_orig_checkpoint_matches_the_original_networks(policy, tmp
   # x, y of the low level's input are masked (ZERO_OBS under hiro_orig), not the meta level's.
   shifted = inputs['low_states'].copy()
   shifted[:, :2] += 7.0
-  np.testing.assert_array_equal(policy.uvf_agent.actor(tf.constant(shifted)).numpy(),
-                                policy.uvf_agent.actor(tf.constant(inputs['low_states'])).numpy())
+  np.testing.assert_array_equal(
+      policy.uvf_agent.actor(tf.constant(shifted)).numpy(),
+      policy.uvf_agent.actor(tf.constant(inputs['low_states'])).numpy())
   # The directory form (its `checkpoint` state file) restores the same checkpoint.
   assert checkpoints.restore_policy(os.path.dirname(path), policy.variables) == path
 
@@ -281,7 +280,9 @@ def test_strict_mismatches_name_the_problem_and_restore_nothing(policy, tmp_path
   added = 'uvf_agent/actor_net/states/states_3/weights'
   reshaped = 'uvf_agent/critic_net/states/states_1/weights'
   cases = {
-      'dropped': ({k: v for k, v in saved.items() if k != dropped}, [dropped, 'missing in the checkpoint (1)']),
+      'dropped': ({
+          k: v for k, v in saved.items() if k != dropped
+      }, [dropped, 'missing in the checkpoint (1)']),
       'added': (dict(saved, **{added: np.ones([300, 300], np.float32)}), [added, 'unexpected in the checkpoint (1)']),
       'reshaped': (dict(saved, **{reshaped: np.ones([40, 300], np.float32)}),
                    [reshaped, 'float32[40, 300] in the checkpoint, float32[53, 300] in the model']),
@@ -381,9 +382,10 @@ def test_export_loads_in_a_tf1_graph_and_round_trips(policy, tmp_path):
     np.testing.assert_array_equal(reader.get_tensor(name), original_reader.get_tensor(name), err_msg=name)
   # A graph with the original variable names restores it with a plain tf.compat.v1 Saver.
   with tf.Graph().as_default():
-    variables = [tf.compat.v1.get_variable(name, shape=value.shape, dtype=tf.as_dtype(value.dtype),
-                                           initializer=tf.compat.v1.zeros_initializer())
-                 for name, value in saved.items()]
+    variables = [
+        tf.compat.v1.get_variable(name, shape=value.shape, dtype=tf.as_dtype(value.dtype),
+                                  initializer=tf.compat.v1.zeros_initializer()) for name, value in saved.items()
+    ]
     with tf.compat.v1.Session() as session:
       tf.compat.v1.train.Saver().restore(session, exported)
       restored = dict(zip(saved, session.run(variables)))
@@ -477,6 +479,7 @@ def test_original_hiro_repr_checkpoint_matches_the_original_networks(tmp_path):
       outputs['action_embed'], rtol=1e-5, atol=1e-5)
   # A hiro_repr checkpoint given to the hiro_orig model points to configs/ant_maze_repr.gin (evaluation's table).
   orig = Policy(CONFIGS / 'ant_maze.gin')
-  with pytest.raises(checkpoints.CheckpointMismatchError, match=r'looks like hiro_repr, .*e\.g\. '
-                     r'configs/ant_maze_repr\.gin or configs/ant_push_repr\.gin \(hiro_repr: StatePreprocess'):
+  with pytest.raises(
+      checkpoints.CheckpointMismatchError, match=r'looks like hiro_repr, .*e\.g\. '
+      r'configs/ant_maze_repr\.gin or configs/ant_push_repr\.gin \(hiro_repr: StatePreprocess'):
     checkpoints.restore_policy(path, orig.variables, known_configs=eval_lib.CONFIGS_BY_SHAPES)

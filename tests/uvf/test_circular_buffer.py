@@ -11,17 +11,27 @@ from uvf.agents import circular_buffer
 
 def element(i, obs_dim=3):
   """A low-level-like element [s [O], a [2], r [], discount [], index (int64)] whose entries all encode i."""
-  return [tf.fill([obs_dim], float(i)), tf.fill([2], -float(i)), tf.constant(float(i)), tf.constant(1.0),
-          tf.constant(i, tf.int64)]
+  return [
+      tf.fill([obs_dim], float(i)),
+      tf.fill([2], -float(i)),
+      tf.constant(float(i)),
+      tf.constant(1.0),
+      tf.constant(i, tf.int64)
+  ]
 
 
 def test_names_shapes_and_dtypes_are_the_originals():
   buffer = circular_buffer.CircularBuffer(buffer_size=4, scope='agent')
   buffer.add(element(0))
   names = {k: (v.shape.as_list(), v.dtype) for k, v in buffer.variables_by_tf1_name().items()}
-  assert names == {'agent/num_adds': ([], tf.int64), 'agent/BufferVariable_0': ([4, 3], tf.float32),
-                   'agent/BufferVariable_1': ([4, 2], tf.float32), 'agent/BufferVariable_2': ([4], tf.float32),
-                   'agent/BufferVariable_3': ([4], tf.float32), 'agent/BufferVariable_4': ([4], tf.int64)}
+  assert names == {
+      'agent/num_adds': ([], tf.int64),
+      'agent/BufferVariable_0': ([4, 3], tf.float32),
+      'agent/BufferVariable_1': ([4, 2], tf.float32),
+      'agent/BufferVariable_2': ([4], tf.float32),
+      'agent/BufferVariable_3': ([4], tf.float32),
+      'agent/BufferVariable_4': ([4], tf.int64)
+  }
   for name, variable in buffer.variables_by_tf1_name().items():
     assert variable.name == name + ':0' and not variable.trainable
 

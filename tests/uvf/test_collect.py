@@ -22,7 +22,8 @@ TARGET = np.array([16.0, 0.0], np.float32)
 def _collect():
   launcher.parse_gin([hiro_fixtures.CONFIG], [
       f'every_n_steps.n = {L}', f'every_n_episodes.steps_per_episode = {L}',
-      'meta/Context.samplers = {"explore": [@eval1/ConstantSampler], "train": [@eval1/ConstantSampler]}'])
+      'meta/Context.samplers = {"explore": [@eval1/ConstantSampler], "train": [@eval1/ConstantSampler]}'
+  ])
   env = create_maze_env.create_maze_env()
   env.seed(0)
   env.reset()
@@ -37,10 +38,10 @@ def _collect():
   low_buffer = circular_buffer.CircularBuffer(1000, 'agent')
   meta_buffer = circular_buffer.CircularBuffer(100, 'meta')
   global_step, num_episodes, num_resets = counters
-  collector = collect.Collector(
-      env, uvf_agent=low, meta_agent=meta, state_preprocess=representation.StatePreprocess(ndims=15),
-      replay_buffer=low_buffer, meta_replay_buffer=meta_buffer, global_step=global_step, num_episodes=num_episodes,
-      num_resets=num_resets, seed=0)
+  collector = collect.Collector(env, uvf_agent=low, meta_agent=meta,
+                                state_preprocess=representation.StatePreprocess(ndims=15), replay_buffer=low_buffer,
+                                meta_replay_buffer=meta_buffer, global_step=global_step, num_episodes=num_episodes,
+                                num_resets=num_resets, seed=0)
   step = tf.function(collector.step)
   ends = [bool(step()['episode_end']) for _ in range(STEPS)]
   return collector, low_buffer, meta_buffer, counters, ends
@@ -53,8 +54,8 @@ def test_transitions_against_numpy(collected):
   assert step_trace_ok(ends)
   s, a, r, d, s2, g, g2 = [x.numpy() for x in low_buffer.gather(tf.range(STEPS))]
   n = np.arange(1, STEPS + 1)  # 1-based global step of each row
-  in_ep = (n - 1) % L + 1        # step within the episode
-  ep = (n - 1) // L              # episode index
+  in_ep = (n - 1) % L + 1  # step within the episode
+  ep = (n - 1) // L  # episode index
   # Low-level element: [s, a, r, discount, s', g, g'], consecutive within an episode.
   np.testing.assert_array_equal(d, 1.0)
   cont = in_ep[1:] > 1
@@ -90,8 +91,8 @@ def test_transitions_against_numpy(collected):
         states = [s2[row(e, n0 + i)] for i in range(C - 1)] + [s2[row(e, n0 - 1)]]
         actions = [a[row(e, n0 + i + 1)] for i in range(C - 1)] + [a[row(e, n0)]]
         reward = 0.1 * sum(r_meta[row(e, k)] for k in range(n0 + 1, L))
-        expected.append((s2[row(e, n0)], g2[row(e, n0)], reward, 0.0, s2[row(e, L)], states, actions,
-                         targets[row(e, n0)], TARGET))
+        expected.append(
+            (s2[row(e, n0)], g2[row(e, n0)], reward, 0.0, s2[row(e, L)], states, actions, targets[row(e, n0)], TARGET))
   got = [x.numpy() for x in meta_buffer.gather(tf.range(int(meta_buffer.num_adds.numpy())))]
   assert len(got[0]) == len(expected) == 7  # 3 per 30-step episode, 1 of the third
   for i, want in enumerate(expected):

@@ -23,8 +23,9 @@ def _state(height):
 
 
 def _call(fn, steps, episodes=0, height=0.55, last=False, **kwargs):
-  return bool(fn(None, _state(height), None, tf.constant(last), tf.constant(steps, tf.int64),
-                 tf.constant(episodes, tf.int64), **kwargs))
+  return bool(
+      fn(None, _state(height), None, tf.constant(last), tf.constant(steps, tf.int64), tf.constant(episodes, tf.int64),
+         **kwargs))
 
 
 def test_every_n_steps():
@@ -39,9 +40,16 @@ def test_every_n_episodes_with_the_fall_check():
   # n = 2: episodes 1, 3, ... ((num_episodes + 1) mod 2 == 0) end with a reset, others only if the ant fell.
   kwargs = dict(n=2, steps_per_episode=500)
   table = [  # (steps, episodes, torso height) -> reset
-      ((500, 0, 0.55), False), ((500, 1, 0.55), True), ((1000, 2, 0.55), False), ((1500, 3, 0.55), True),
-      ((500, 0, 0.1), True), ((500, 0, 1.2), True), ((500, 0, 0.2), False), ((500, 0, 1.0), False),
-      ((499, 0, 0.1), False), ((499, 1, 0.55), False),
+      ((500, 0, 0.55), False),
+      ((500, 1, 0.55), True),
+      ((1000, 2, 0.55), False),
+      ((1500, 3, 0.55), True),
+      ((500, 0, 0.1), True),
+      ((500, 0, 1.2), True),
+      ((500, 0, 0.2), False),
+      ((500, 0, 1.0), False),
+      ((499, 0, 0.1), False),
+      ((499, 1, 0.55), False),
   ]
   for (steps, episodes, height), expected in table:
     assert _call(cond_fn.every_n_episodes, steps, episodes, height, **kwargs) == expected, (steps, episodes, height)

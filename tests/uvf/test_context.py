@@ -34,6 +34,7 @@ class FakeEnv:
 
 # Transitions.
 
+
 def test_relative_transition_hand_worked():
   g = tf.constant([1.0, 2.0, 3.0])
   s, s_next = tf.constant([10.0, 20.0, 30.0, 7.0]), tf.constant([11.0, 18.0, 35.0, 0.0])
@@ -76,6 +77,7 @@ def test_periodic_and_timer_context_fns():
 
 
 # Samplers.
+
 
 def _spec(dim):
   return tf.TensorSpec([dim], tf.float32)
@@ -130,13 +132,15 @@ def test_direction_sampler_is_relative_to_shuffled_states():
 
 # Context built from the original gin files.
 
+
 @pytest.fixture(name='contexts')
 def fixture_contexts():
   """(low, meta) Contexts of hiro_orig + ant_maze, as train_uvf built them, under their agents' scopes."""
   launcher.register_configurables()
-  launcher.parse_gin([launcher.resolve_config_path(p) for p in (
-      'configs/base_uvf.gin', 'configs/train_uvf.gin', 'context/configs/hiro_orig.gin',
-      'context/configs/ant_maze.gin')], [])
+  launcher.parse_gin([
+      launcher.resolve_config_path(p) for p in ('configs/base_uvf.gin', 'configs/train_uvf.gin',
+                                                'context/configs/hiro_orig.gin', 'context/configs/ant_maze.gin')
+  ], [])
   env = FakeEnv(30)
   with tf.name_scope('meta_agent'), gin.config_scope('meta'):
     meta = context_lib.Context(tf_env=env, seed=1)
@@ -153,8 +157,8 @@ def test_context_specs_and_variable_names(contexts):
   assert [v.name for v in meta.vars] == ['meta_agent/action_context_0:0']
   assert low.vars[0].shape == [15] and meta.vars[0].shape == [2] and low.t.dtype == tf.int32
   spec = low.context_as_action_specs[0]
-  np.testing.assert_array_equal(
-      spec.maximum, np.float32([10, 10, 0.5, 1, 1, 1, 1, 0.5, 0.3, 0.5, 0.3, 0.5, 0.3, 0.5, 0.3]))
+  np.testing.assert_array_equal(spec.maximum,
+                                np.float32([10, 10, 0.5, 1, 1, 1, 1, 0.5, 0.3, 0.5, 0.3, 0.5, 0.3, 0.5, 0.3]))
   np.testing.assert_array_equal(spec.minimum, -spec.maximum)
   np.testing.assert_array_equal(meta.context_as_action_specs[0].minimum, [-4, -4])
   np.testing.assert_array_equal(meta.context_as_action_specs[0].maximum, [20, 20])
@@ -188,9 +192,11 @@ def _run_episode(low, meta, states, meta_actions, mode='explore', step_fn=None):
   for j in range(len(states) - 1):
     seen.append(low.vars[0].numpy())
     if step_fn is None:
+
       def meta_action(j=j):
         calls.append(j)
         return tf.constant(meta_actions[j])
+
       low.step(mode, meta_context=meta, meta_action=meta_action, state=tf.constant(states[j]),
                next_state=tf.constant(states[j + 1]), state_repr=tf.constant(states[j][:15]),
                next_state_repr=tf.constant(states[j + 1][:15]))
@@ -252,11 +258,11 @@ def test_compute_rewards_with_the_config_reward_fns(contexts):
   g, target = rng.normal(size=(4, 15)).astype(np.float32), rng.normal(size=(4, 2)).astype(np.float32)
   zeros = tf.zeros(4)
   rewards, discounts = low.compute_rewards(s[:, :15], None, zeros, s_next[:, :15], [tf.constant(g)])
-  np.testing.assert_allclose(rewards.numpy(), -np.sqrt(((s[:, :15] + g - s_next[:, :15]) ** 2).sum(-1) + 1e-10),
+  np.testing.assert_allclose(rewards.numpy(), -np.sqrt(((s[:, :15] + g - s_next[:, :15])**2).sum(-1) + 1e-10),
                              rtol=1e-6)
   np.testing.assert_array_equal(discounts.numpy(), np.ones(4))
   rewards, _ = meta.compute_rewards(s, None, zeros, s_next, tf.constant(target))
-  np.testing.assert_allclose(rewards.numpy(), -np.sqrt(((s_next[:, :2] - target) ** 2).sum(-1) + 1e-10), rtol=1e-6)
+  np.testing.assert_allclose(rewards.numpy(), -np.sqrt(((s_next[:, :2] - target)**2).sum(-1) + 1e-10), rtol=1e-6)
 
 
 def test_reward_weights_sum_rewards_and_multiply_discounts():

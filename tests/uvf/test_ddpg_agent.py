@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.uvf.test_ddpg_networks import Spec
 from tests.uvf.test_ddpg_networks import clean_gin  # noqa: F401  pylint: disable=unused-import (a fixture)
 from tests.uvf.test_ddpg_networks import np_actor
 from tests.uvf.test_ddpg_networks import np_weights
 from tests.uvf.test_ddpg_networks import randomize
+from tests.uvf.test_ddpg_networks import Spec
 from uvf.agents import ddpg_agent
 from uvf.agents import ddpg_networks
 from uvf.agents import td3_update
@@ -24,12 +24,11 @@ ADAM = dict(beta1=0.9, beta2=0.999, epsilon=1e-8)
 
 def make_agent(seed=0, **kwargs):
   """A small TD3 agent with random (non-trivial) weights, targets different from the online networks."""
-  agent = ddpg_agent.TD3Agent(
-      [Spec([O])], [Spec([A], -BOUND, BOUND)],
-      actor_net=functools.partial(ddpg_networks.actor_net, hidden_layers=(8, 8), zero_obs=True),
-      critic_net=functools.partial(ddpg_networks.critic_net, states_hidden_layers=(8,), joint_hidden_layers=(7,),
-                                   zero_obs=True),
-      scope='uvf_agent', seed=seed, **kwargs)
+  agent = ddpg_agent.TD3Agent([Spec([O])], [Spec([A], -BOUND, BOUND)],
+                              actor_net=functools.partial(ddpg_networks.actor_net, hidden_layers=(8, 8), zero_obs=True),
+                              critic_net=functools.partial(ddpg_networks.critic_net, states_hidden_layers=(8,),
+                                                           joint_hidden_layers=(7,),
+                                                           zero_obs=True), scope='uvf_agent', seed=seed, **kwargs)
   rng = np.random.default_rng(seed)
   for net in agent.networks.values():
     randomize(net, rng)
@@ -162,10 +161,12 @@ def test_one_adam_update_of_the_critic():
   update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM),
                                 tf.compat.v1.train.AdamOptimizer(1e-4, **ADAM), tau=0.005)
   update(s, a, r, d, s2)
-  np.testing.assert_allclose(variable(agent, 'critic_net/q_value/biases').numpy() - w['q_value/biases'],
-                             np_adam([dq.sum()], 1e-3), rtol=1e-4, atol=1e-9)
-  np.testing.assert_allclose(variable(agent, 'critic_net/q_value/weights').numpy()[:, 0] - w['q_value/weights'][:, 0],
-                             np_adam([h.T @ dq], 1e-3), rtol=1e-4, atol=1e-9)
+  np.testing.assert_allclose(
+      variable(agent, 'critic_net/q_value/biases').numpy() - w['q_value/biases'], np_adam([dq.sum()], 1e-3), rtol=1e-4,
+      atol=1e-9)
+  np.testing.assert_allclose(
+      variable(agent, 'critic_net/q_value/weights').numpy()[:, 0] - w['q_value/weights'][:, 0],
+      np_adam([h.T @ dq], 1e-3), rtol=1e-4, atol=1e-9)
   assert update.num_updates.numpy() == 1
 
 
@@ -178,8 +179,7 @@ def test_delayed_actor_still_steps_through_adam(skip):
   before = bias.numpy().astype(np.float64)
   grad = np_actor_bias_grad(agent, batch[0])  # from the weights before the call, as the update computes it
   update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM),
-                                tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM), tau=0.005,
-                                skip_delayed_actor_step=skip)
+                                tf.compat.v1.train.AdamOptimizer(1e-3, **ADAM), tau=0.005, skip_delayed_actor_step=skip)
   first = update(*batch)  # num_updates 0: the actor loss is on
   after_first = bias.numpy().astype(np.float64)
   np.testing.assert_allclose(after_first - before, np_adam([grad], 1e-3), rtol=1e-3)
@@ -242,12 +242,12 @@ def test_eager_function_and_xla_updates_agree():
   for mode in ['eager', 'function', 'xla']:
     agent = make_agent(seed=10, target_policy_noise=0.0)
     agent.copy_to_targets()
-    update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3),
-                                  tf.compat.v1.train.AdamOptimizer(1e-3), tau=0.1, jit_compile=(mode == 'xla'))
+    update = td3_update.Td3Update(agent, tf.compat.v1.train.AdamOptimizer(1e-3), tf.compat.v1.train.AdamOptimizer(1e-3),
+                                  tau=0.1, jit_compile=(mode == 'xla'))
     step = update.step_function.python_function if mode == 'eager' else update
     losses = [step(*make_batch(seed)) for seed in range(3)]
-    results.append(([float(l['critic_loss']) for l in losses], [v.numpy() for v in agent.variables_by_tf1_name()
-                                                                 .values()]))
+    results.append(
+        ([float(l['critic_loss']) for l in losses], [v.numpy() for v in agent.variables_by_tf1_name().values()]))
   for losses, weights in results[1:]:
     np.testing.assert_allclose(losses, results[0][0], rtol=1e-4)
     for ours, reference in zip(weights, results[0][1]):
@@ -288,15 +288,15 @@ def test_dqda_clipping_clips_the_actor_gradient():
   dqda = np_dqda(agent, s)
   clip = float(np.quantile(np.abs(dqda), 0.5))  # half of the elements are clipped
   clipped = make_agent(seed=13, dqda_clipping=clip)
-  np.testing.assert_allclose(clipped.actor_loss(s).numpy(), np.mean(np.clip(dqda, -clip, clip) ** 2), rtol=1e-3)
-  assert abs(np.mean(np.clip(dqda, -clip, clip) ** 2) - np.mean(dqda ** 2)) > 0.1 * np.mean(dqda ** 2)
+  np.testing.assert_allclose(clipped.actor_loss(s).numpy(), np.mean(np.clip(dqda, -clip, clip)**2), rtol=1e-3)
+  assert abs(np.mean(np.clip(dqda, -clip, clip)**2) - np.mean(dqda**2)) > 0.1 * np.mean(dqda**2)
 
 
 def test_actions_regularizer_adds_the_norm_of_the_actions():
   agent = make_agent(seed=14, actions_regularizer=0.3)
   s = make_batch(14)[0]
   mu = np_mu(agent.networks['actor_net'], s)
-  expected = np.mean(np_dqda(agent, s) ** 2) + 0.3 * np.sqrt(np.sum(mu ** 2))  # Frobenius norm over the batch
+  expected = np.mean(np_dqda(agent, s)**2) + 0.3 * np.sqrt(np.sum(mu**2))  # Frobenius norm over the batch
   np.testing.assert_allclose(agent.actor_loss(s).numpy(), expected, rtol=1e-3)
 
 

@@ -147,17 +147,23 @@ def test_hiro_orig_ant_maze_names_and_shapes():
     got = {k: v.shape.as_list() for k, v in agent.variables_by_tf1_name().items()}
     want = {}
     for net in ['actor_net', 'target_actor_net']:
-      want.update({f'{scope}/{net}/states/states_1/weights': [in_dim, 300],
-                   f'{scope}/{net}/states/states_1/biases': [300],
-                   f'{scope}/{net}/states/states_2/weights': [300, 300],
-                   f'{scope}/{net}/states/states_2/biases': [300],
-                   f'{scope}/{net}/actions/weights': [300, out_dim], f'{scope}/{net}/actions/biases': [out_dim]})
+      want.update({
+          f'{scope}/{net}/states/states_1/weights': [in_dim, 300],
+          f'{scope}/{net}/states/states_1/biases': [300],
+          f'{scope}/{net}/states/states_2/weights': [300, 300],
+          f'{scope}/{net}/states/states_2/biases': [300],
+          f'{scope}/{net}/actions/weights': [300, out_dim],
+          f'{scope}/{net}/actions/biases': [out_dim]
+      })
     for net in ['critic_net', 'critic_net2', 'target_critic_net', 'target_critic_net2']:
-      want.update({f'{scope}/{net}/states/states_1/weights': [in_dim + out_dim, 300],
-                   f'{scope}/{net}/states/states_1/biases': [300],
-                   f'{scope}/{net}/joint/joint_1/weights': [300 + out_dim, 300],
-                   f'{scope}/{net}/joint/joint_1/biases': [300],
-                   f'{scope}/{net}/q_value/weights': [300, 1], f'{scope}/{net}/q_value/biases': [1]})
+      want.update({
+          f'{scope}/{net}/states/states_1/weights': [in_dim + out_dim, 300],
+          f'{scope}/{net}/states/states_1/biases': [300],
+          f'{scope}/{net}/joint/joint_1/weights': [300 + out_dim, 300],
+          f'{scope}/{net}/joint/joint_1/biases': [300],
+          f'{scope}/{net}/q_value/weights': [300, 1],
+          f'{scope}/{net}/q_value/biases': [1]
+      })
     assert got == want
     for name, variable in agent.variables_by_tf1_name().items():
       assert variable.name == name + ':0'

@@ -18,8 +18,8 @@ import pytest
 import tensorflow as tf
 
 import launcher
-import uvf.configurables  # noqa: F401  pylint: disable=unused-import
 from uvf import agent as agent_lib
+from uvf import build as build_lib
 from uvf import checkpoints
 from uvf import eval as eval_lib
 from uvf import eval_results
@@ -27,7 +27,7 @@ from uvf import protocol
 from uvf import representation
 from uvf import rollout
 from uvf import videos
-from uvf import build as build_lib
+import uvf.configurables  # noqa: F401  pylint: disable=unused-import
 from uvf.environments import create_maze_env
 from uvf.environments import rendering
 
@@ -42,8 +42,10 @@ TAGS = ('Reward/average_{}_hrl_reward', 'Reward/last_{}_hrl_reward', 'Reward/ave
 
 
 def small_bindings(*extra):
-  return [f'evaluate.max_steps_per_episode = {STEPS}', f'evaluate.num_episodes_eval = {EPISODES}',
-          'evaluate.num_threads = 2'] + list(extra)
+  return [
+      f'evaluate.max_steps_per_episode = {STEPS}', f'evaluate.num_episodes_eval = {EPISODES}',
+      'evaluate.num_threads = 2'
+  ] + list(extra)
 
 
 def parse(*extra):
@@ -53,10 +55,12 @@ def parse(*extra):
 def build():
   """(meta_agent, uvf_agent, state_preprocess, {TF1 name: variable}) as training builds them."""
   meta, low, preprocess, _ = build_lib.build_agents(create_maze_env.create_maze_env(), agent_lib.UvfAgent,
-                                                agent_lib.MetaAgent, representation.StatePreprocess,
-                                                representation.InverseDynamics)
-  counters = [tf.Variable(value, dtype=tf.int64, name=name)
-              for name, value in (('global_step', STEP), ('num_episodes', 2), ('num_resets', 2))]
+                                                    agent_lib.MetaAgent, representation.StatePreprocess,
+                                                    representation.InverseDynamics)
+  counters = [
+      tf.Variable(value, dtype=tf.int64, name=name)
+      for name, value in (('global_step', STEP), ('num_episodes', 2), ('num_resets', 2))
+  ]
   return meta, low, preprocess, build_lib.policy_variables_by_tf1_name(low, meta, preprocess, *counters)
 
 
@@ -94,9 +98,7 @@ def summary_values(eval_dir):
   return values
 
 
-NUMBERS = ('success_rate', 'mean_reward', 'last_reward', 'mean_meta_reward', 'last_meta_reward',
-           'mean_final_distance')
-
+NUMBERS = ('success_rate', 'mean_reward', 'last_reward', 'mean_meta_reward', 'last_meta_reward', 'mean_final_distance')
 
 # -- Statistics ----------------------------------------------------------------------------------------------------
 
@@ -132,7 +134,8 @@ def test_final_distances_on_the_task_dims():
   assert eval_results.final_distances(final, previous, targets, [0, 1]).tolist() == [5.0, 0.0]
   # A relative target is a point relative to s_{T-1}.
   assert eval_results.final_distances(final, previous, targets, [0, 1], relative=True).tolist() == [
-      pytest.approx(np.hypot(2.0, 3.0)), pytest.approx(10.0)]
+      pytest.approx(np.hypot(2.0, 3.0)), pytest.approx(10.0)
+  ]
 
 
 # -- A full evaluation ---------------------------------------------------------------------------------------------
@@ -148,11 +151,11 @@ def reference_episode(meta, low, target, seed):
   spec = env.action_spec()
   total = total_meta = 0.0
   for t in range(STEPS):
-    action = np.clip(low.action(tf.constant(state, tf.float32), [tf.constant(goal)]).numpy(), spec.minimum,
-                     spec.maximum)
+    action = np.clip(
+        low.action(tf.constant(state, tf.float32), [tf.constant(goal)]).numpy(), spec.minimum, spec.maximum)
     next_state = env.step(action).observation.astype(np.float64)
-    total += -np.sqrt(np.sum((state[:15] + goal - next_state[:15]) ** 2) + 1e-10)
-    total_meta += -np.sqrt(np.sum((next_state[:2] - target) ** 2) + 1e-10)
+    total += -np.sqrt(np.sum((state[:15] + goal - next_state[:15])**2) + 1e-10)
+    total_meta += -np.sqrt(np.sum((next_state[:2] - target)**2) + 1e-10)
     if t % 10 == 0:
       goal = meta.action(tf.constant(next_state, tf.float32), [tf.constant(target, tf.float32)]).numpy()
     else:
@@ -191,8 +194,8 @@ def test_evaluate_outputs_match_a_sequential_rollout_and_are_deterministic(polic
   # TensorBoard: the original tags at the checkpoint's global step, with the table's values.
   values = summary_values(eval_dir)
   for row in rows:
-    for pattern, key in zip(TAGS, ('mean_reward', 'last_reward', 'mean_meta_reward', 'last_meta_reward',
-                                   'success_rate')):
+    for pattern, key in zip(TAGS,
+                            ('mean_reward', 'last_reward', 'mean_meta_reward', 'last_meta_reward', 'success_rate')):
       assert values[pattern.format(row['mode'])] == [(STEP, pytest.approx(row[key], rel=1e-6))]
 
   # A restart finds the checkpoint in results.json and evaluates nothing; the table keeps its rows.
@@ -221,8 +224,8 @@ def test_rollout_is_traced_once_and_meta_goals_every_c_steps(policy):
   assert np.all(first['discounts'] == 1.0)
   # Same seeds: the same start states and first actions (g = 0) in both modes, hence the same first low reward.
   assert first['rewards'][:, 0].tolist() == second['rewards'][:, 0].tolist()
-  assert np.allclose(-first['meta_rewards'][:, -1], np.hypot(first['final_states'][:, 0],
-                                                             first['final_states'][:, 1] - 16.0), rtol=1e-5)
+  assert np.allclose(-first['meta_rewards'][:, -1],
+                     np.hypot(first['final_states'][:, 0], first['final_states'][:, 1] - 16.0), rtol=1e-5)
   envs.close()
 
 
@@ -261,8 +264,8 @@ def test_poller_picks_up_new_checkpoints_and_skips_half_written_ones(tmp_path):
 
   result = {}
   thread = threading.Thread(target=lambda: result.update(count=eval_lib.evaluate_checkpoint_repeatedly(
-      str(policy_dir), evaluate_checkpoint, eval_interval_secs=0.05, max_number_of_evaluations=2,
-      checkpoint_timeout=30, already_evaluated=[100])))
+      str(policy_dir), evaluate_checkpoint, eval_interval_secs=0.05, max_number_of_evaluations=2, checkpoint_timeout=30,
+      already_evaluated=[100])))
   save_policy(variables, scratch, 100)
   shutil.copy(os.path.join(scratch, 'model.ckpt-100.index'), policy_dir)  # recorded as evaluated: never loaded
   thread.start()
@@ -288,8 +291,8 @@ def test_poller_timeout_and_timeout_fn(tmp_path):
     return len(calls) >= 2
 
   start = time.time()
-  count = eval_lib.evaluate_checkpoint_repeatedly(str(tmp_path), None, eval_interval_secs=0.02,
-                                                  checkpoint_timeout=0.1, timeout_fn=timeout_fn)
+  count = eval_lib.evaluate_checkpoint_repeatedly(str(tmp_path), None, eval_interval_secs=0.02, checkpoint_timeout=0.1,
+                                                  timeout_fn=timeout_fn)
   assert count == 0 and len(calls) == 2 and calls[1] - calls[0] >= 0.1 and time.time() - start < 5
   with pytest.raises(ValueError, match='max_number_of_evaluations'):
     eval_lib.evaluate_checkpoint_repeatedly(str(tmp_path), calls.append, max_number_of_evaluations=0)
@@ -315,15 +318,17 @@ def test_video_gif_frames(policy, tmp_path, monkeypatch):
   assert red.sum() > 0
 
 
-@pytest.mark.skipif(shutil.which('ffmpeg') is None or shutil.which('ffprobe') is None,
-                    reason='ffmpeg / ffprobe not installed (apt-get install ffmpeg); the GIF path is tested instead')
+@pytest.mark.skipif(
+    shutil.which('ffmpeg') is None or shutil.which('ffprobe') is None,
+    reason='ffmpeg / ffprobe not installed (apt-get install ffmpeg); the GIF path is tested instead')
 def test_video_mp4_frames(tmp_path):
   frames = np.random.default_rng(0).integers(0, 255, size=(7, 48, 64, 3), dtype=np.uint8)
   path = videos.write_video(frames, str(tmp_path / 'videos' / 'eval1_hrl_step_5'), fps=10)
   assert path.endswith('.mp4')
-  count = subprocess.run(['ffprobe', '-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries',
-                          'stream=nb_read_frames', '-of', 'csv=p=0', path], capture_output=True, text=True,
-                         check=True).stdout
+  count = subprocess.run([
+      'ffprobe', '-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries', 'stream=nb_read_frames',
+      '-of', 'csv=p=0', path
+  ], capture_output=True, text=True, check=True).stdout
   assert int(count.strip()) == 7
 
 
@@ -343,8 +348,12 @@ def test_videos_without_rendering_stop_unless_asked_to_go_on(policy, tmp_path, m
   # Through run_eval.py: the message alone, exit status 3.
   fv = flags.FlagValues()
   launcher.define_flags(fv)
-  args = ['run_eval.py', str(CONFIG), '--train_dir', str(train_dir), '--eval_dir', str(tmp_path / 'eval2'),
-          '--checkpoint_path', 'model.ckpt-1000']
+  args = [
+      'run_eval.py',
+      str(CONFIG), '--train_dir',
+      str(train_dir), '--eval_dir',
+      str(tmp_path / 'eval2'), '--checkpoint_path', 'model.ckpt-1000'
+  ]
   for binding in small_bindings(*videos):
     args += ['--gin_param', binding]
   capsys.readouterr()
@@ -368,13 +377,15 @@ def test_waiting_for_checkpoints_says_how_to_stop(tmp_path, caplog):
   thread.join(20)
   assert not thread.is_alive() and len(evaluated) == 1
   waiting = [r.getMessage() for r in caplog.records if 'Waiting' in r.getMessage()]
-  assert waiting == [f'Waiting for new policy checkpoints in {tmp_path} (looking every 0.05 s; Ctrl-C stops). To stop '
-                     'after the existing checkpoints instead, run with --gin_param "evaluate.checkpoint_timeout = 0".']
+  assert waiting == [
+      f'Waiting for new policy checkpoints in {tmp_path} (looking every 0.05 s; Ctrl-C stops). To stop '
+      'after the existing checkpoints instead, run with --gin_param "evaluate.checkpoint_timeout = 0".'
+  ]
   caplog.clear()
   eval_lib.evaluate_checkpoint_repeatedly(str(tmp_path), evaluated.append, eval_interval_secs=0.05,
                                           checkpoint_timeout=0.1, already_evaluated=[5])
-  assert [r.getMessage() for r in caplog.records if 'Waiting' in r.getMessage()] == [
-      f'Waiting up to 0.1 s for a new policy checkpoint in {tmp_path} (looking every 0.05 s; Ctrl-C stops).']
+  assert [r.getMessage() for r in caplog.records if 'Waiting' in r.getMessage()
+         ] == [f'Waiting up to 0.1 s for a new policy checkpoint in {tmp_path} (looking every 0.05 s; Ctrl-C stops).']
 
 
 # -- User errors ---------------------------------------------------------------------------------------------------

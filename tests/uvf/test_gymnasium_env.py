@@ -13,23 +13,24 @@ import sys
 import warnings
 
 import gymnasium
-import numpy as np
-import pytest
 from gymnasium import spaces
 from gymnasium.utils import env_checker
+import numpy as np
+import pytest
 
 import uvf  # noqa: F401  (registers the environments)
 from uvf.environments import create_maze_env as cme
 from uvf.environments import gymnasium_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ALL = ['AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze',
-       'EgoAntMaze', 'EgoAntPush', 'EgoAntFall', 'EgoAntBlock', 'EgoAntBlockMaze', 'EgoPointMaze']
+ALL = [
+    'AntMaze', 'AntPush', 'AntFall', 'AntBlock', 'AntBlockMaze', 'PointMaze', 'EgoAntMaze', 'EgoAntPush', 'EgoAntFall',
+    'EgoAntBlock', 'EgoAntBlockMaze', 'EgoPointMaze'
+]
 # `check_env`'s generic advice, not a failed check: it prints the first two for Gymnasium's own MuJoCo environments
 # too (gymnasium/envs/mujoco/ant_v5.py observes in Box(-inf, inf), as these do) and the third for any action space outside [-1, 1]; the original
 # ant's torques are in [-30, 30] (the trained policies act there), so the bounds stay the original's.
-ADVICE = ('A Box observation space minimum value is -infinity',
-          'A Box observation space maximum value is infinity',
+ADVICE = ('A Box observation space minimum value is -infinity', 'A Box observation space maximum value is infinity',
           'For Box action spaces, we recommend using a symmetric and normalized space')
 # Stable-Baselines3 takes an environment with `compute_reward` for a goal environment (`env_checker._is_goal_env`:
 # `hasattr(env.unwrapped, 'compute_reward')`) and then requires a Dict observation with these keys, those of
@@ -128,7 +129,7 @@ def test_antfall_compares_height_and_antblock_the_block():
   # The ant starts on the platform, z = 0.75 + 4 (maze height 0.5 x scaling 8) plus the reset noise (+-0.1).
   assert 4.6 < observation[2] < 4.9
   assert info['distance'] == pytest.approx(
-      math.sqrt(observation[0] ** 2 + (observation[1] - 27) ** 2 + (observation[2] - 4.5) ** 2), abs=1e-5)
+      math.sqrt(observation[0]**2 + (observation[1] - 27)**2 + (observation[2] - 4.5)**2), abs=1e-5)
   block = gymnasium.make('hiro/AntBlock-v0').unwrapped
   observation, info = block.reset(seed=0)
   name = block.maze.movable_blocks[0][0]
@@ -192,7 +193,7 @@ def test_only_the_goal_dict_variant_is_a_goal_environment(name):
     rows = [[unwrapped.compute_reward(a, g, info) for a, g in zip(aa, gg)] for aa, gg in zip(achieved_goals, goals)]
     np.testing.assert_array_equal(batch, rows)
     difference = achieved_goals.astype(np.float64) - goals.astype(np.float64)
-    np.testing.assert_allclose(batch, -np.sqrt((difference ** 2).sum(axis=-1) + 1e-10), rtol=1e-12)
+    np.testing.assert_allclose(batch, -np.sqrt((difference**2).sum(axis=-1) + 1e-10), rtol=1e-12)
     env.close()
 
 
@@ -215,8 +216,10 @@ def test_render_frame():
 
 
 def test_import_uvf_then_make_needs_no_tensorflow():
-  code = ("import sys, gymnasium, uvf; env = gymnasium.make('hiro/AntFall-v0'); env.reset(seed=0); "
-          "env.step(env.action_space.sample()); print(sorted(m for m in ('tensorflow', 'tf_agents') if m in sys.modules))")
-  out = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, 'PYTHONPATH': REPO}, check=True)
+  code = (
+      "import sys, gymnasium, uvf; env = gymnasium.make('hiro/AntFall-v0'); env.reset(seed=0); "
+      "env.step(env.action_space.sample()); print(sorted(m for m in ('tensorflow', 'tf_agents') if m in sys.modules))")
+  out = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=300, env={
+      **os.environ, 'PYTHONPATH': REPO
+  }, check=True)
   assert out.stdout.strip().splitlines()[-1] == '[]'

@@ -21,8 +21,10 @@ def example_and_output():
 
 def test_the_documented_example_prints_its_documented_output(tmp_path):
   code, output = example_and_output()
-  result = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, 'PYTHONPATH': REPO, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+  result = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env={
+      **os.environ, 'PYTHONPATH': REPO,
+      'TF_CPP_MIN_LOG_LEVEL': '3'
+  })
   assert result.returncode == 0, result.stderr[-3000:]
   pattern = r'final distance (\d+\.\d\d), success (True|False)'
   printed = re.fullmatch(pattern, result.stdout.strip().splitlines()[-1])

@@ -17,11 +17,7 @@ from uvf.environments import create_maze_env as cme
 
 # Layouts of efficient-hrl environments/maze_env_utils.py `construct_maze` (1 wall, 0 free, 'r' robot, -1 chasm, 'M'
 # movable block).
-MAZE = ['11111',
-        '1r001',
-        '11101',
-        '10001',
-        '11111']
+MAZE = ['11111', '1r001', '11101', '10001', '11111']
 POINT_S, ANT_S = 4, 8
 
 
@@ -81,7 +77,7 @@ def test_ant_observation_layout():
   for action in random_actions(env, 5, seed=2):
     obs = env.step(action).observation
   data = env.wrapped_env.data
-  np.testing.assert_array_equal(obs[:15], data.qpos[:15].astype(np.float32))   # x, y, z, quaternion, 8 joints
+  np.testing.assert_array_equal(obs[:15], data.qpos[:15].astype(np.float32))  # x, y, z, quaternion, 8 joints
   np.testing.assert_array_equal(obs[15:29], data.qvel[:14].astype(np.float32))  # 6 torso, 8 joint velocities
   assert obs[29] == np.float32(0.005)
 
@@ -131,8 +127,8 @@ def test_ego_range_sensors():
   assert readings.shape == (8, 3)
   # Ray k points at -pi + (2k + 1) pi / 8; the range is 3 cells = 24. Walls around the start cell: x <= -4 (cell
   # (1, 0)), y <= -4 (row 0), y >= 4 from x = 4 on (cell (2, 2)); nothing else is nearer.
-  far = (24 - 4 / math.sin(math.pi / 8)) / 24    # rays 3 and 4 (-+pi/8) meet y = -+4 at x = 9.66
-  near = (24 - 4 / math.cos(math.pi / 8)) / 24   # rays 0 and 7 (-+7pi/8) meet x = -4
+  far = (24 - 4 / math.sin(math.pi / 8)) / 24  # rays 3 and 4 (-+pi/8) meet y = -+4 at x = 9.66
+  near = (24 - 4 / math.cos(math.pi / 8)) / 24  # rays 0 and 7 (-+7pi/8) meet x = -4
   steep = (24 - 4 / math.sin(3 * math.pi / 8)) / 24  # rays 1, 2, 5, 6 (-+5pi/8, -+3pi/8) meet y = -+4
   np.testing.assert_allclose(readings[:, 0], [near, steep, steep, far, far, steep, steep, near], atol=1e-9)
   assert not readings[:, 1:].any()
@@ -168,8 +164,9 @@ def test_ant_maze_free_cells_at_documented_coordinates():
   # Free cells of the AntMaze U at (0, 0), (8, 0), (16, 0), (16, 8), (0, 16), (8, 16), (16, 16).
   env = make('AntMaze')
   model = env.wrapped_env.model
-  wall_centres = {tuple(np.round(model.geom(k).pos[:2], 6)) for k in range(model.ngeom)
-                  if model.geom(k).name.startswith('block_')}
+  wall_centres = {
+      tuple(np.round(model.geom(k).pos[:2], 6)) for k in range(model.ngeom) if model.geom(k).name.startswith('block_')
+  }
   for free in [(0, 0), (8, 0), (16, 0), (16, 8), (0, 16), (8, 16), (16, 16)]:
     assert free not in wall_centres
   for wall in [(8, 8), (0, 8), (-8, 0), (24, 0), (16, -8)]:
@@ -291,7 +288,9 @@ def test_point_manual_collision_keeps_the_point_out_of_walls():
   env = make('PointMaze')
   # Wall cells of the PointMaze (s = 4): boxes [x - 2, x + 2] x [y - 2, y + 2] around ((j - 1) * 4, (i - 1) * 4).
   boxes = [((j - 1) * 4 - 2, (j - 1) * 4 + 2, (i - 1) * 4 - 2, (i - 1) * 4 + 2)
-           for i, row in enumerate(MAZE) for j, cell in enumerate(row) if cell == '1']
+           for i, row in enumerate(MAZE)
+           for j, cell in enumerate(row)
+           if cell == '1']
 
   def in_wall(x, y):
     return any(x0 <= x <= x1 and y0 <= y <= y1 for x0, x1, y0, y1 in boxes)

@@ -46,7 +46,7 @@ def _numpy_log_probs(candidates, low_states, low_actions, np_actor):
       for i in range(C):
         goal = candidates[k, b].astype(np.float64) + low_states[b, 0, :G] - low_states[b, i, :G]
         mu = np_actor(low_states[b, i][None], goal[None])[0]
-        out[k, b] -= np.sum((low_actions[b, i] - mu) ** 2) / ACTION_MAX ** 2
+        out[k, b] -= np.sum((low_actions[b, i] - mu)**2) / ACTION_MAX**2
   return out
 
 
@@ -108,8 +108,8 @@ def test_none_and_fun_strategies():
   low_states, low_actions = _batch()
   goals = np.full((B, G), 0.25, np.float32)
   keep = opc.GoalRelabeler('None', -GOAL_MAX, GOAL_MAX, -ACTION_MAX, ACTION_MAX)
-  np.testing.assert_array_equal(keep(low_states[:, 0], low_states[:, -1], goals, low_states, low_actions,
-                                     tf_actor).numpy(), goals)
+  np.testing.assert_array_equal(
+      keep(low_states[:, 0], low_states[:, -1], goals, low_states, low_actions, tf_actor).numpy(), goals)
   states = np.zeros((2000, O), np.float32)
   next_states = np.zeros((2000, O), np.float32)
   next_states[:, :G] = [50.0, 0.0, 0.0]  # loc far outside the range: 'FuN' does not clip.
@@ -118,8 +118,8 @@ def test_none_and_fun_strategies():
   np.testing.assert_allclose(new.mean(0), [50.0, 0.0, 0.0], atol=0.1)
   np.testing.assert_allclose(new.std(0), 0.1 * GOAL_MAX, rtol=0.1)
   again = opc.GoalRelabeler('FuN', -GOAL_MAX, GOAL_MAX, -ACTION_MAX, ACTION_MAX, seed=3)
-  np.testing.assert_array_equal(again(states, next_states, np.zeros((2000, G), np.float32), None, None,
-                                      tf_actor).numpy(), new)
+  np.testing.assert_array_equal(
+      again(states, next_states, np.zeros((2000, G), np.float32), None, None, tf_actor).numpy(), new)
 
 
 def test_unknown_strategy_lists_the_valid_ones():
@@ -148,7 +148,7 @@ def test_state_repr_fn_is_used_for_loc_and_the_step_goals():
     for b in range(B):
       for i in range(C):
         mu = np_actor(low_states[b, i][None], (candidates[k, b] + reprs[b, 0] - reprs[b, i])[None])[0]
-        scores[k, b] -= np.sum((low_actions[b, i] - mu) ** 2) / ACTION_MAX ** 2
+        scores[k, b] -= np.sum((low_actions[b, i] - mu)**2) / ACTION_MAX**2
   np.testing.assert_allclose(chosen, candidates[np.argmax(scores, 0), np.arange(B)], rtol=1e-5, atol=1e-5)
   # The raw states would give other candidates and other choices: the test tells them apart.
   raw_loc = (next_states[:, :G] - states[:, :G]).astype(np.float64)

@@ -91,9 +91,10 @@ def test_antpush_episodes_match_run_eval_one_episode_per_call(policy, tmp_path):
   checkpoint = str(pretrained.bundle_dir('AntPush') / f'model.ckpt-{info["step"]}')
   rows_path = tmp_path / 'rows.json'
   # The reference runs beside this test's own episodes (two cores).
-  reference = subprocess.Popen([sys.executable, '-c', REFERENCE, checkpoint, str(EPISODES), str(rows_path)],
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL='2'))
+  reference = subprocess.Popen(
+      [sys.executable, '-c', REFERENCE, checkpoint,
+       str(EPISODES), str(rows_path)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL='2'))
   try:
     start_time = time.time()
     env = gymnasium.make('hiro/AntPush-v0')
@@ -120,8 +121,8 @@ def test_antpush_episodes_match_run_eval_one_episode_per_call(policy, tmp_path):
   assert reference.returncode == 0, output[-3000:]
   rows = json.loads(rows_path.read_text())
   for row in rows:
-    assert (row['mode'], row['goal'], row['episode_steps'], row['step'], row['num_episodes']) == (
-        'eval2', [0.0, 19.0], STEPS, info['step'], 1)
+    assert (row['mode'], row['goal'], row['episode_steps'], row['step'],
+            row['num_episodes']) == ('eval2', [0.0, 19.0], STEPS, info['step'], 1)
   expected = [row['episodes']['final_distances'][0] for row in rows]
   expected_successes = [row['episodes']['successes'][0] for row in rows]
   # The evaluation's final distance (eval_results.final_distances) of this test's final observations: the same
@@ -129,9 +130,9 @@ def test_antpush_episodes_match_run_eval_one_episode_per_call(policy, tmp_path):
   mine = eval_results.final_distances(np.array(finals), np.array(finals), np.tile(policy.target, (EPISODES, 1)),
                                       policy.info['state_indices']).tolist()
   print(f'\nHiroPolicy.act on hiro/AntPush-v0 ({mine_s:.1f} s) vs uvf.eval.evaluate one episode per call:\n'
-        '  episode  evaluate distance  act distance (info)  success (evaluate, act)\n' + '\n'.join(
-            f'  {i:7d}  {e:17.12f}  {d:19.12f}  {es} {s}'
-            for i, (e, d, es, s) in enumerate(zip(expected, distances, expected_successes, successes))))
+        '  episode  evaluate distance  act distance (info)  success (evaluate, act)\n' +
+        '\n'.join(f'  {i:7d}  {e:17.12f}  {d:19.12f}  {es} {s}'
+                  for i, (e, d, es, s) in enumerate(zip(expected, distances, expected_successes, successes))))
   assert mine == expected  # bit for bit
   # The environment's distance is sqrt(||.||^2 + 1e-10) (the task reward's): ~1e-11 from the evaluation's.
   np.testing.assert_allclose(distances, expected, rtol=1e-9, atol=0)
@@ -159,6 +160,7 @@ def test_act_traces_once_and_follows_the_goal_schedule(policy, env):
     observation = start(env, episode)
     policy.reset()
     assert policy.step_count == 0 and not policy.goal.any()
+    previous = previous_goal = None  # s_{t-1} and g_{t-1}, from step 1 on
     for t in range(25):
       action = policy.act(observation)
       assert action.dtype == np.float32 and action.shape == (8,)
@@ -256,24 +258,43 @@ def test_kit_export_writes_config_gin(tmp_path):
   for path in bundle.glob('model.ckpt-*'):
     shutil.copy(path, policy_dir)
   prefix = str(policy_dir / f'model.ckpt-{info["step"]}')
-  row = {'mode': 'eval2', 'goal': [0.0, 19.0], 'step': info['step'], 'success_rate': 0.9, 'mean_final_distance': 3.7,
-         'num_episodes': 50, 'checkpoint': prefix}
-  heldout_row = {'mode': 'eval2', 'goal': [0.0, 19.0], 'step': info['step'], 'success_rate': 0.86,
-                 'mean_final_distance': 4.2, 'num_episodes': 100}
+  row = {
+      'mode': 'eval2',
+      'goal': [0.0, 19.0],
+      'step': info['step'],
+      'success_rate': 0.9,
+      'mean_final_distance': 3.7,
+      'num_episodes': 50,
+      'checkpoint': prefix
+  }
+  heldout_row = {
+      'mode': 'eval2',
+      'goal': [0.0, 19.0],
+      'step': info['step'],
+      'success_rate': 0.86,
+      'mean_final_distance': 4.2,
+      'num_episodes': 100
+  }
   plan = types.SimpleNamespace(
       protocol=types.SimpleNamespace(task='AntPush', primary_mode='eval2', goals={'eval2': [0.0, 19.0]}, paper=None),
       seed_rows=lambda: {0: [row]}, heldout_rows=lambda: {0: [heldout_row]}, budget=info['step'], root=str(tmp_path),
-      name='ant_push',
-      specs={0: types.SimpleNamespace(train_dir=str(tmp_path / 'train'))},
-      manifest={'config_files': [str(REPO / 'configs' / 'ant_push.gin')], 'bindings': [], 'eval_episodes': 50})
+      name='ant_push', specs={0: types.SimpleNamespace(train_dir=str(tmp_path / 'train'))}, manifest={
+          'config_files': [str(REPO / 'configs' / 'ant_push.gin')],
+          'bindings': [],
+          'eval_episodes': 50
+      })
   out = tmp_path / 'best_policy'
   export.export_best(plan, str(out))
   assert (out / pretrained.CONFIG).read_text() == (bundle / pretrained.CONFIG).read_text()
   loaded = pretrained.load_policy(out)
   assert loaded.info['step'] == info['step'] and loaded.info['task'] == 'AntPush'
   written = json.loads((out / pretrained.INFO).read_text())
-  assert written['heldout'] == {'success_rate': 0.86, 'mean_final_distance': 4.2, 'num_episodes': 100,
-                                'eval_seed': 1000}
+  assert written['heldout'] == {
+      'success_rate': 0.86,
+      'mean_final_distance': 4.2,
+      'num_episodes': 100,
+      'eval_seed': 1000
+  }
   # A seed whose held-out evaluation has not run yet: None, not a number from elsewhere.
   plan.heldout_rows = lambda: {0: [dict(heldout_row, step=info['step'] - 50000)]}
   export.export_best(plan, str(out))
@@ -300,16 +321,18 @@ def test_each_task_ships_the_best_of_its_committed_bundles_whole():
     for bundle in bundles:
       info = json.loads((bundle / pretrained.INFO).read_text())
       assert info['task'] == task, bundle
-      assert {'checkpoint', pretrained.CONFIG, f'model.ckpt-{info["step"]}.index',
-              f'model.ckpt-{info["step"]}.data-00000-of-00001'} <= {p.name for p in bundle.iterdir()}, bundle
+      assert {
+          'checkpoint', pretrained.CONFIG, f'model.ckpt-{info["step"]}.index',
+          f'model.ckpt-{info["step"]}.data-00000-of-00001'
+      } <= {p.name for p in bundle.iterdir()}, bundle
       assert info['heldout']['num_episodes'] == 100 and info['heldout']['eval_seed'] == 1000, bundle
       infos[bundle] = info
     best = max(bundles, key=lambda b: (infos[b]['success_rate'], infos[b]['heldout']['success_rate']))
     shipped = pretrained.bundle_dir(task)
     assert best == shipped, f'{task}: the best committed bundle is {best}, the shipped one {shipped}'
     assert f'{shipped.parent.name}/best_policy/*' in package_data['uvf.trained']
-  assert [b.relative_to(REPO).as_posix() for b in _committed_bundles('AntFall')] == [
-      'docs/reproduction/ant_fall/best_policy', 'docs/reproduction/ant_fall/seed_0/best_policy']
+  assert [b.relative_to(REPO).as_posix() for b in _committed_bundles('AntFall')
+         ] == ['docs/reproduction/ant_fall/best_policy', 'docs/reproduction/ant_fall/seed_0/best_policy']
   seed_0 = pretrained.load_policy(REPO / 'docs' / 'reproduction' / 'ant_fall' / 'seed_0' / 'best_policy')
   assert (seed_0.info['step'], seed_0.info['seed'], seed_0.info['heldout']['success_rate']) == (1_550_000, 0, 0.03)
 
@@ -371,7 +394,8 @@ def test_a_library_user_sees_nothing_but_their_own_lines(tmp_path):
                        env=environment)
   assert out.returncode == 0, out.stderr[-3000:]
   assert (out.stdout, out.stderr) == ('level None\n', '')
-  kept = subprocess.run([sys.executable, '-c', 'import os; from uvf import pretrained; '
-                         'print(os.environ["TF_CPP_MIN_LOG_LEVEL"])'], cwd=tmp_path, capture_output=True, text=True,
-                        timeout=300, env=dict(environment, TF_CPP_MIN_LOG_LEVEL='1'))
+  kept = subprocess.run(
+      [sys.executable, '-c', 'import os; from uvf import pretrained; '
+       'print(os.environ["TF_CPP_MIN_LOG_LEVEL"])'], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+      env=dict(environment, TF_CPP_MIN_LOG_LEVEL='1'))
   assert kept.returncode == 0 and kept.stdout == '1\n' and 'Gym has been unmaintained' not in kept.stderr

@@ -21,16 +21,24 @@ HEADLESS = {}  # an environment without MUJOCO_GL, PYOPENGL_PLATFORM or a displa
 def _broken_egl(tmp_path):
   """An environment whose EGL loads a vendor library that does not exist."""
   vendor = tmp_path / 'missing_vendor.json'
-  vendor.write_text(json.dumps({'file_format_version': '1.0.0',
-                                'ICD': {'library_path': str(tmp_path / 'libEGL_missing.so.0')}}))
+  vendor.write_text(
+      json.dumps({
+          'file_format_version': '1.0.0',
+          'ICD': {
+              'library_path': str(tmp_path / 'libEGL_missing.so.0')
+          }
+      }))
   return {'__EGL_VENDOR_LIBRARY_FILENAMES': str(vendor)}
 
 
 def with_base(extra):
   """os.environ's PATH and library paths (the probe needs the same Python), plus `extra`; nothing about GL."""
   import os  # pylint: disable=import-outside-toplevel
-  base = {key: value for key, value in os.environ.items()
-          if key not in ('MUJOCO_GL', 'PYOPENGL_PLATFORM', 'DISPLAY', 'WAYLAND_DISPLAY')}
+  base = {
+      key: value
+      for key, value in os.environ.items()
+      if key not in ('MUJOCO_GL', 'PYOPENGL_PLATFORM', 'DISPLAY', 'WAYLAND_DISPLAY')
+  }
   return dict(base, **extra)
 
 

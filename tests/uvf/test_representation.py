@@ -53,6 +53,7 @@ def _layers(network):
 # ----------------------------------------------------------------------------------------------------------------------
 # NumPy reference (float64).
 
+
 def _mlp(x, layers):
   """Activations [x, h1, ..., out] of ReLU hidden layers and a linear output layer."""
   acts = [x]
@@ -74,7 +75,7 @@ def _mlp_grads(acts, layers, grad_out):
 
 
 def _huber(x):
-  return np.where(np.abs(x) <= KAPPA, 0.5 * x ** 2, KAPPA * (np.abs(x) - 0.5 * KAPPA)) / KAPPA
+  return np.where(np.abs(x) <= KAPPA, 0.5 * x**2, KAPPA * (np.abs(x) - 0.5 * KAPPA)) / KAPPA
 
 
 def _huber_grad(x):
@@ -112,8 +113,9 @@ def _reference(phi, psi, memory, states, next_states, low_actions, low_states, i
   far_grad = -(w[:, None] * TAU * _huber_grad(u[1:] - e2[:-1])) / (n - 1)
   g_u[1:] += far_grad
   g_e2[:-1] -= far_grad
-  phi_grads = [(w1 + w2, b1 + b2) for (w1, b1), (w2, b2) in
-               zip(_mlp_grads(acts1, phi, g_u), _mlp_grads(acts2, phi, g_e2))]
+  phi_grads = [
+      (w1 + w2, b1 + b2) for (w1, b1), (w2, b2) in zip(_mlp_grads(acts1, phi, g_u), _mlp_grads(acts2, phi, g_e2))
+  ]
   psi_grads = _mlp_grads(acts_a, psi, g_u)
   grads = [g for pair in phi_grads + psi_grads for g in pair]
   return close + far, repr_log_probs, memory, grads, huber_inputs
@@ -130,15 +132,16 @@ def _inputs(seed):
 # ----------------------------------------------------------------------------------------------------------------------
 # Unit tests.
 
+
 def test_index_probabilities_and_sampling():
   # Weights 0.99^i, the last one divided by (1 - 0.99). They sum to 1 / (1 - 0.99): P(i) = 0.01 * 0.99^i for
   # i < 9 and P(9) = 0.99^9 = 0.9135 (the whole meta transition).
-  expected = np.array([0.01 * 0.99 ** i for i in range(9)] + [0.99 ** 9])
+  expected = np.array([0.01 * 0.99**i for i in range(9)] + [0.99**9])
   np.testing.assert_allclose(representation.index_probabilities(10), expected, rtol=1e-12)
   gin.clear_config()
-  sp = representation.StatePreprocess(
-      trainable=True, seed=3, state_preprocess_net=_factory(representation.state_preprocess_net),
-      action_embed_net=_factory(representation.action_embed_net, hidden_layers=(4,)))
+  sp = representation.StatePreprocess(trainable=True, seed=3,
+                                      state_preprocess_net=_factory(representation.state_preprocess_net),
+                                      action_embed_net=_factory(representation.action_embed_net, hidden_layers=(4,)))
   sp.build(30, 8, 10)
   n = 200000
   counts = np.bincount(sp.sample_indices(n).numpy(), minlength=10)
@@ -179,9 +182,9 @@ def test_loss_gradients_and_two_adam_steps_match_numpy():
     states, next_states, low_actions, low_states = _inputs(step)
     weights = [v.numpy().astype(np.float64) for v in variables]
     memory = sp.all_embed.numpy().astype(np.float64)
-    loss, log_probs, new_memory, grads, huber_inputs = _reference(
-        _layers(sp.state_preprocess_network), _layers(sp.action_embed_network), memory, states, next_states,
-        low_actions, low_states, indices)
+    loss, log_probs, new_memory, grads, huber_inputs = _reference(_layers(sp.state_preprocess_network),
+                                                                  _layers(sp.action_embed_network), memory, states,
+                                                                  next_states, low_actions, low_states, indices)
     assert (np.abs(huber_inputs) <= KAPPA).any() and (np.abs(huber_inputs) > KAPPA).any()  # both Huber branches
     args = [tf.constant(x, tf.float32) for x in (states, next_states, low_actions, low_states)]
     if step == 1:
@@ -200,7 +203,7 @@ def test_loss_gradients_and_two_adam_steps_match_numpy():
     np.testing.assert_allclose(result['loss'].numpy(), loss, rtol=1e-5)
     np.testing.assert_allclose(sp.all_embed.numpy(), new_memory, rtol=1e-5, atol=1e-6)
     # TF1 Adam: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t); m, v moments; w -= lr_t m / (sqrt(v) + 1e-8).
-    lr_t = 1e-4 * np.sqrt(1 - 0.999 ** step) / (1 - 0.9 ** step)
+    lr_t = 1e-4 * np.sqrt(1 - 0.999**step) / (1 - 0.9**step)
     for i, (variable, w, g) in enumerate(zip(variables, weights, grads)):
       m[i] = 0.9 * m[i] + 0.1 * g
       v2[i] = 0.999 * v2[i] + 0.001 * g * g
@@ -211,7 +214,7 @@ def test_loss_gradients_and_two_adam_steps_match_numpy():
       np.testing.assert_allclose(variable.numpy()[~exact_zero], expected[~exact_zero], rtol=0, atol=2e-7)
       assert np.all(np.abs(variable.numpy() - w)[exact_zero] <= 5e-4), i
   beta1_power, beta2_power = hiro_fixtures.adam_beta_powers(optimizer)
-  np.testing.assert_allclose([beta1_power.numpy(), beta2_power.numpy()], [0.9 ** 3, 0.999 ** 3], rtol=1e-6)
+  np.testing.assert_allclose([beta1_power.numpy(), beta2_power.numpy()], [0.9**3, 0.999**3], rtol=1e-6)
 
 
 def test_all_embed_is_a_fifo_of_the_chosen_next_state_embeddings():
@@ -224,8 +227,8 @@ def test_all_embed_is_a_fifo_of_the_chosen_next_state_embeddings():
   chosen = np.array([next_states[b] if i == C - 1 else low_states[b, i + 1] for b, i in enumerate(indices)])
   after = sp.all_embed.numpy()
   np.testing.assert_array_equal(after[:MEMORY - B], memory[B:])
-  np.testing.assert_allclose(after[MEMORY - B:], sp.state_preprocess_network(chosen.astype(np.float32)).numpy(),
-                             rtol=1e-6)
+  np.testing.assert_allclose(after[MEMORY - B:],
+                             sp.state_preprocess_network(chosen.astype(np.float32)).numpy(), rtol=1e-6)
   sp.loss(*[tf.constant(x, tf.float32) for x in (states, next_states, low_actions, low_states)],
           indices=tf.constant(indices))
   np.testing.assert_array_equal(sp.all_embed.numpy()[:MEMORY - 2 * B], memory[2 * B:])
@@ -275,8 +278,10 @@ def _run(train_dir, episodes):
 
 def _state(loop):
   t = loop.trainer
-  counters = [int(v.numpy()) for v in (t.global_step, t.num_episodes, t.num_updates, t.num_meta_updates,
-                                       t.replay_buffer.num_adds, t.meta_replay_buffer.num_adds)]
+  counters = [
+      int(v.numpy()) for v in (t.global_step, t.num_episodes, t.num_updates, t.num_meta_updates,
+                               t.replay_buffer.num_adds, t.meta_replay_buffer.num_adds)
+  ]
   arrays = [v.numpy() for agent in (t.uvf_agent, t.meta_agent) for v in agent.variables_by_tf1_name().values()]
   arrays += [v.numpy() for v in t.state_preprocess.variables_by_tf1_name().values()]
   arrays += [t.state_preprocess.all_embed.numpy(), t.state_preprocess.rng.state.numpy()]
@@ -304,7 +309,7 @@ def test_hiro_repr_variables_and_policy_checkpoint(repr_run):
   assert t.uvf_agent.variables_by_tf1_name()['uvf_agent/actor_net/states/states_1/weights'].shape == [32, 300]
   # One representation step per low-level update: 100 Adam steps (beta1_power = 0.9^101).
   beta1_power, _ = hiro_fixtures.adam_beta_powers(t.repr_update.optimizer)
-  np.testing.assert_allclose(beta1_power.numpy(), 0.9 ** 101, rtol=1e-5)
+  np.testing.assert_allclose(beta1_power.numpy(), 0.9**101, rtol=1e-5)
   policy = tf.train.latest_checkpoint(os.path.join(train_dir, 'policy'))
   keys = set(tf.train.load_checkpoint(policy).get_variable_to_shape_map())
   for name in ORIGINAL_REPR_SHAPES:
@@ -340,7 +345,7 @@ def test_hiro_repr_traces_once_and_uses_phi(repr_run):
     t.low_update, t.repr_update = original, repr_update
   s, g, s2 = captured['states'][:, :30], captured['states'][:, 30:], captured['next_states'][:, :30]
   phi = lambda x: t.state_preprocess.state_preprocess_network(x).numpy().astype(np.float64)  # noqa: E731
-  expected = -np.sqrt(np.sum((phi(s) + g - phi(s2)) ** 2, 1) + 1e-10)
+  expected = -np.sqrt(np.sum((phi(s) + g - phi(s2))**2, 1) + 1e-10)
   np.testing.assert_allclose(captured['rewards'], expected, rtol=1e-5, atol=1e-6)
 
 

@@ -29,7 +29,7 @@ def test_low_level_reward_is_minus_distance_to_the_relative_goal():
   rng = np.random.default_rng(0)
   s, s_next, g = (rng.normal(size=(6, 15)).astype(np.float32) for _ in range(3))
   rewards, discounts = _call(s, s_next, g, relative_context=True)
-  expected = -np.sqrt(np.sum((s.astype(np.float64) + g - s_next) ** 2, -1) + EPS)
+  expected = -np.sqrt(np.sum((s.astype(np.float64) + g - s_next)**2, -1) + EPS)
   np.testing.assert_allclose(rewards, expected, rtol=1e-6)
   np.testing.assert_array_equal(discounts, np.ones(6))
   assert rewards.dtype == np.float32 and discounts.dtype == np.float32
@@ -54,7 +54,7 @@ def test_task_reward_uses_state_indices_and_an_absolute_target():
   s, s_next = rng.normal(size=(5, 30)).astype(np.float32), rng.normal(size=(5, 30)).astype(np.float32)
   target = rng.uniform(-4, 20, size=(5, 2)).astype(np.float32)
   rewards, discounts = _call(s, s_next, target, state_indices=[0, 1], relative_context=False, diff=False, offset=0.0)
-  expected = -np.sqrt(np.sum((s_next[:, :2].astype(np.float64) - target) ** 2, -1) + EPS)
+  expected = -np.sqrt(np.sum((s_next[:, :2].astype(np.float64) - target)**2, -1) + EPS)
   np.testing.assert_allclose(rewards, expected, rtol=1e-6)
   np.testing.assert_array_equal(discounts, np.ones(5))
   # Hand-worked: at (16, 0) + (3, 4) from target (16, 0): reward -5.
@@ -68,8 +68,8 @@ def test_options_scales_l1_vectorize_diff_bonus_offset_weights():
   rng = np.random.default_rng(2)
   s, s_next, g = (rng.normal(size=(4, 3)).astype(np.float64) for _ in range(3))
   goals = s + g
-  sq = (2.0 * s_next - 0.5 * goals) ** 2 * np.array([1.0, 2.0, 3.0])
-  old_sq = (2.0 * s - 0.5 * goals) ** 2 * np.array([1.0, 2.0, 3.0])
+  sq = (2.0 * s_next - 0.5 * goals)**2 * np.array([1.0, 2.0, 3.0])
+  old_sq = (2.0 * s - 0.5 * goals)**2 * np.array([1.0, 2.0, 3.0])
   kwargs = dict(relative_context=True, state_scales=2.0, goal_scales=0.5, weight_vector=[1.0, 2.0, 3.0])
   rewards, _ = _call(s, s_next, g, reward_scales=3.0, offset=0.25, **kwargs)
   np.testing.assert_allclose(rewards, 0.25 - 3.0 * np.sqrt(sq.sum(-1) + EPS), rtol=1e-5)
@@ -79,8 +79,7 @@ def test_options_scales_l1_vectorize_diff_bonus_offset_weights():
   np.testing.assert_allclose(rewards, -np.sqrt(sq + EPS), rtol=1e-5)
   assert discounts.shape == (4, 3)
   rewards, _ = _call(s, s_next, g, diff=True, **kwargs)
-  np.testing.assert_allclose(rewards, np.sqrt(old_sq.sum(-1) + EPS) - np.sqrt(sq.sum(-1) + EPS), rtol=1e-4,
-                             atol=1e-5)
+  np.testing.assert_allclose(rewards, np.sqrt(old_sq.sum(-1) + EPS) - np.sqrt(sq.sum(-1) + EPS), rtol=1e-4, atol=1e-5)
   rewards, _ = _call(s, s_next, g, bonus_epsilon=1e9, **kwargs)  # Every distance is below: bonus 1.
   np.testing.assert_allclose(rewards, 1.0 - np.sqrt(sq.sum(-1) + EPS), rtol=1e-5)
 

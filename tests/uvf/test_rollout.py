@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 
 import launcher
-import uvf.configurables  # noqa: F401  pylint: disable=unused-import
 from uvf import agent as agent_lib
 from uvf import build as build_lib
 from uvf import representation
 from uvf import rollout
+import uvf.configurables  # noqa: F401  pylint: disable=unused-import
 from uvf.environments import create_maze_env
 
 CONFIG = launcher.CONFIG_DIR / 'ant_maze.gin'
@@ -43,8 +43,8 @@ def collection_goals(meta, low, preprocess, seed):
   for _ in range(STEPS):
     goal = low_context.vars[0].numpy()
     goals.append(goal)
-    action = np.clip(low.actions(tf.constant(state[None]), [tf.constant(goal[None])]).numpy()[0], spec.minimum,
-                     spec.maximum)
+    action = np.clip(
+        low.actions(tf.constant(state[None]), [tf.constant(goal[None])]).numpy()[0], spec.minimum, spec.maximum)
     next_state = env.step(action).observation
     state_repr, next_state_repr = preprocess(tf.constant(state)), preprocess(tf.constant(next_state))
 

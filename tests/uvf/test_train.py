@@ -27,10 +27,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _state(loop):
   """Counters, replay contents and weights of a run, as NumPy."""
   t = loop.trainer
-  counters = [int(v.numpy()) for v in (t.global_step, t.num_episodes, t.num_resets, t.num_updates,
-                                       t.num_meta_updates, t.replay_buffer.num_adds, t.meta_replay_buffer.num_adds)]
-  replay = [v.numpy() for buffer in (t.replay_buffer, t.meta_replay_buffer)
-            for v in buffer.variables_by_tf1_name().values()]
+  counters = [
+      int(v.numpy()) for v in (t.global_step, t.num_episodes, t.num_resets, t.num_updates, t.num_meta_updates,
+                               t.replay_buffer.num_adds, t.meta_replay_buffer.num_adds)
+  ]
+  replay = [
+      v.numpy() for buffer in (t.replay_buffer, t.meta_replay_buffer) for v in buffer.variables_by_tf1_name().values()
+  ]
   weights = [v.numpy() for agent in (t.uvf_agent, t.meta_agent) for v in agent.variables_by_tf1_name().values()]
   return counters, replay, weights
 
@@ -96,10 +99,11 @@ def test_progress_file_holds_the_final_step_and_state(run_a):
 
 def test_loop_settings_carry_train_uvf_arguments_by_name(run_a):
   _, loop, _ = run_a
-  assert loop.settings == train_settings.LoopSettings(
-      total_steps=200, initial_steps=50, max_steps_per_episode=50, steps_per_call=50, log_every_n_steps=100,
-      save_summaries_secs=0, save_interval_secs=300, policy_save_dir='policy', save_policy_every_n_steps=100,
-      save_policy_interval_secs=0, max_policies_to_save=None, load_path=None)
+  assert loop.settings == train_settings.LoopSettings(total_steps=200, initial_steps=50, max_steps_per_episode=50,
+                                                      steps_per_call=50, log_every_n_steps=100, save_summaries_secs=0,
+                                                      save_interval_secs=300, policy_save_dir='policy',
+                                                      save_policy_every_n_steps=100, save_policy_interval_secs=0,
+                                                      max_policies_to_save=None, load_path=None)
   with pytest.raises(dataclasses.FrozenInstanceError):
     loop.settings.total_steps = 300
 
@@ -131,8 +135,11 @@ def _trainer_a(run_a):
 @pytest.fixture(scope='module', name='trainer_b')
 def _trainer_b(tmp_path_factory):
   """100 steps: 20 initial, then 80 iterations (5 episodes of 20 steps, 10 meta transitions)."""
-  bindings = hiro_fixtures.small_bindings(episodes=0, episode=20, extra=[
-      f'train_uvf.reward_scale_factor = {SCALE}', f'train_uvf.gamma = {GAMMA}', f'train_uvf.meta_gamma = {META_GAMMA}'])
+  bindings = hiro_fixtures.small_bindings(
+      episodes=0, episode=20, extra=[
+          f'train_uvf.reward_scale_factor = {SCALE}', f'train_uvf.gamma = {GAMMA}',
+          f'train_uvf.meta_gamma = {META_GAMMA}'
+      ])
   return hiro_fixtures.run_training(tmp_path_factory.mktemp('run_b'), bindings).trainer
 
 
@@ -156,7 +163,7 @@ def test_low_level_reward_recomputed_at_train_time(trainer, gamma, request):
   batch = t.replay_buffer.get_random_batch(16)
   states, actions, rewards, discounts, next_states, noise = (x.numpy() for x in t.low_level_inputs(batch))
   s, a, _, _, s2, g, g2 = _numpy_batch(batch)
-  expected = -np.sqrt(np.sum((s[:, :15] + g - s2[:, :15]).astype(np.float64) ** 2, 1) + 1e-10)
+  expected = -np.sqrt(np.sum((s[:, :15] + g - s2[:, :15]).astype(np.float64)**2, 1) + 1e-10)
   np.testing.assert_allclose(rewards, expected, rtol=1e-5)
   np.testing.assert_allclose(discounts, gamma, rtol=1e-6)
   np.testing.assert_array_equal(states, np.concatenate([s, g], 1))
@@ -179,7 +186,7 @@ def _numpy_best_goals(actor_weights, states, next_states, goals, low_states, low
     step_goals = candidate[:, None] + low_states[:, :1, :15] - low_states[:, :, :15]  # [B, c, G]
     merged = np.concatenate([low_states, step_goals], -1).reshape(batch * steps, -1)
     mu = np_actor(actor_weights, merged, -ANT_ACTION_BOUND, ANT_ACTION_BOUND, 2, True).reshape(batch, steps, -1)
-    scores[k] = -np.sum((low_actions - mu) ** 2, (1, 2)) / ANT_ACTION_BOUND ** 2
+    scores[k] = -np.sum((low_actions - mu)**2, (1, 2)) / ANT_ACTION_BOUND**2
   return candidates, scores
 
 
@@ -260,8 +267,8 @@ def test_bad_strategy_is_rejected(tmp_path):
 
 
 def test_run_train_end_to_end(tmp_path):
-  bindings = hiro_fixtures.small_bindings(episodes=1) + ['train_uvf.initial_episodes = 0',
-                                                         'train_uvf.initial_steps = 20']
+  bindings = hiro_fixtures.small_bindings(
+      episodes=1) + ['train_uvf.initial_episodes = 0', 'train_uvf.initial_steps = 20']
   command = [sys.executable, 'run_train.py', 'configs/ant_maze.gin', '--train_dir', str(tmp_path / 'run')]
   for binding in bindings:
     command += ['--gin_param', binding]
@@ -271,16 +278,16 @@ def test_run_train_end_to_end(tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path / 'run')).endswith('model.ckpt-150')
 
 
-@pytest.mark.parametrize('config, obs_dim, action_dim', [
-    ('ant_push_repr', 30, 8), ('ant_fall_repr', 30, 8), ('ant_block_repr', 33, 8), ('ant_block_maze_repr', 33, 8),
-    ('point_maze_repr', 7, 2)])
+@pytest.mark.parametrize('config, obs_dim, action_dim', [('ant_push_repr', 30, 8), ('ant_fall_repr', 30, 8),
+                                                         ('ant_block_repr', 33, 8), ('ant_block_maze_repr', 33, 8),
+                                                         ('point_maze_repr', 7, 2)])
 def test_every_hiro_repr_config_trains(config, obs_dim, action_dim, tmp_path):
   """hiro_repr on the other tasks (ant_maze_repr: tests/uvf/test_representation.py): 20-step episodes, 100 steps."""
   original = hiro_fixtures.CONFIG
   hiro_fixtures.CONFIG = hiro_fixtures.CONFIG.parent / f'{config}.gin'
   try:
-    loop = hiro_fixtures.run_training(tmp_path, hiro_fixtures.small_bindings(
-        episodes=0, episode=20, extra=['train_uvf.batch_size = 8']))
+    loop = hiro_fixtures.run_training(
+        tmp_path, hiro_fixtures.small_bindings(episodes=0, episode=20, extra=['train_uvf.batch_size = 8']))
   finally:
     hiro_fixtures.CONFIG = original
   t = loop.trainer
@@ -289,7 +296,7 @@ def test_every_hiro_repr_config_trains(config, obs_dim, action_dim, tmp_path):
   assert names['state_preprocess/state_process_net/states/states_1/weights'].shape == [obs_dim, 100]
   assert names['state_preprocess/action_embed_net/hidden/hidden_1/weights'].shape == [10 * action_dim + obs_dim, 400]
   beta1_power, _ = hiro_fixtures.adam_beta_powers(t.repr_update.optimizer)
-  np.testing.assert_allclose(beta1_power.numpy(), 0.9 ** 81, rtol=1e-5)  # one repr step per low-level update
+  np.testing.assert_allclose(beta1_power.numpy(), 0.9**81, rtol=1e-5)  # one repr step per low-level update
   assert all(name in t.policy_variables_by_tf1_name() for name in names)
 
 
@@ -305,8 +312,8 @@ def test_load_path_restores_the_low_level_only(run_a, tmp_path):
   finally:
     run_loop.TrainingLoop.run = original_run
   run_loop.restore_low_level(fresh, policy)
-  for agent_a, agent_b, restored in ((loop_a.trainer.uvf_agent, fresh.uvf_agent, True),
-                                     (loop_a.trainer.meta_agent, fresh.meta_agent, False)):
+  for agent_a, agent_b, restored in ((loop_a.trainer.uvf_agent, fresh.uvf_agent, True), (loop_a.trainer.meta_agent,
+                                                                                         fresh.meta_agent, False)):
     names_a, names_b = agent_a.variables_by_tf1_name(), agent_b.variables_by_tf1_name()
     for name in names_a:
       if '/target_' in name:
@@ -327,8 +334,10 @@ def test_compatibility_only_arguments_are_bindable_and_unused():
   assert set(train.COMPATIBILITY_ONLY) <= parameters and set(train.NOT_PORTED) <= parameters
   tree = ast.parse(inspect.getsource(train.train_uvf))
   function = tree.body[0]
-  read = {node.id for statement in function.body if not isinstance(statement, ast.Delete)
-          for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+  read = {
+      node.id for statement in function.body if not isinstance(statement, ast.Delete) for node in ast.walk(statement)
+      if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+  }
   assert not read & set(train.COMPATIBILITY_ONLY)
   defaults = {name: p.default for name, p in inspect.signature(train.train_uvf).parameters.items()}
   for name, (works, message) in train.NOT_PORTED.items():

@@ -1,13 +1,15 @@
 """`benchmarks/hiro_train_speed.py --seeds K`: K seeds as K pinned processes, timed together."""
 
+from pathlib import Path
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ['train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
-         'meta/CircularBuffer.buffer_size = 200']
+SMALL = [
+    'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
+    'meta/CircularBuffer.buffer_size = 200'
+]
 
 
 def test_seeds_mode_prints_each_seed_and_the_total():

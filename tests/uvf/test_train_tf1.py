@@ -22,9 +22,9 @@ import pytest
 import tensorflow as tf
 
 from tests.uvf import hiro_fixtures
-from tests.uvf.test_checkpoints import HIRO_ORIG_GOAL_MAX
 from tests.uvf.test_checkpoints import _original_actor
 from tests.uvf.test_checkpoints import _original_critic
+from tests.uvf.test_checkpoints import HIRO_ORIG_GOAL_MAX
 
 B, O, A, G, M, C = 16, 30, 8, 15, 2, 10  # batch (the trainer's), observation, action, goal, target dims; c
 SCALE, GAMMA, META_GAMMA = 2.5, 0.95, 0.9  # all different from the configs' 1, 0.99, 0.99
@@ -37,8 +37,12 @@ TAU, PERIOD = 0.005, 2
 
 @pytest.fixture(scope='module', name='trainer')
 def _trainer(tmp_path_factory):
-  return hiro_fixtures.build_trainer(tmp_path_factory.mktemp('tf1'), hiro_fixtures.small_bindings(extra=[
-      f'train_uvf.reward_scale_factor = {SCALE}', f'train_uvf.gamma = {GAMMA}', f'train_uvf.meta_gamma = {META_GAMMA}']))
+  return hiro_fixtures.build_trainer(
+      tmp_path_factory.mktemp('tf1'),
+      hiro_fixtures.small_bindings(extra=[
+          f'train_uvf.reward_scale_factor = {SCALE}', f'train_uvf.gamma = {GAMMA}',
+          f'train_uvf.meta_gamma = {META_GAMMA}'
+      ]))
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -119,11 +123,11 @@ def _templates(scope, bound_max, zero_obs, values, nets=('actor_net', 'critic_ne
   with tf.compat.v1.variable_scope(scope):
     for net in nets:
       if 'actor' in net:
-        templates[net] = tf.compat.v1.make_template(net, _original_actor, create_scope_now_=True,
-                                                    bound_max=bound_max, zero_obs=zero_obs, values=values)
-      else:
-        templates[net] = tf.compat.v1.make_template(net, _original_critic, create_scope_now_=True,
+        templates[net] = tf.compat.v1.make_template(net, _original_actor, create_scope_now_=True, bound_max=bound_max,
                                                     zero_obs=zero_obs, values=values)
+      else:
+        templates[net] = tf.compat.v1.make_template(net, _original_critic, create_scope_now_=True, zero_obs=zero_obs,
+                                                    values=values)
   return templates
 
 
@@ -149,7 +153,7 @@ def _sample_best_meta_actions(states, next_states, goals, low_states, low_action
   step_goals = flat_candidates[:, None] + tiled_reprs[:, :1] - tiled_reprs  # relative_context_multi_transition_fn
   predicted = low_actor(tf.concat([tf.reshape(tiled_states, [-1, O]), tf.reshape(step_goals, [-1, G])], -1))
   error = tf.square(tf.cast(tiled_actions, tf.float64) - tf.cast(tf.reshape(predicted, [k * B, C, A]), tf.float64))
-  log_probs = -error / np.float64(30.0) ** 2
+  log_probs = -error / np.float64(30.0)**2
   fitness = tf.reduce_sum(tf.reshape(log_probs, [k, B, C, A]), [2, 3])
   best = tf.argmax(fitness, 0)
   return tf.gather_nd(candidates, tf.stack([best, tf.range(B, dtype=tf.int64)], -1))
@@ -214,8 +218,10 @@ def original_updates(level, arrays, batch, smoothing_normals, relabel_normals=No
     critic_opt = tf.compat.v1.train.AdamOptimizer(critic_lr, beta1=0.9, beta2=0.999, epsilon=1e-8)
     actor_opt = tf.compat.v1.train.AdamOptimizer(actor_lr, beta1=0.9, beta2=0.999, epsilon=1e-8)
     with tf.control_dependencies(critic_grads + actor_grads):
-      train_ops = [critic_opt.apply_gradients(zip(critic_grads, critic_vars), global_step=num_updates),
-                   actor_opt.apply_gradients(zip(actor_grads, actor_vars))]
+      train_ops = [
+          critic_opt.apply_gradients(zip(critic_grads, critic_vars), global_step=num_updates),
+          actor_opt.apply_gradients(zip(actor_grads, actor_vars))
+      ]
     # periodically(update_targets, 2): its own counter; the soft update on every 2nd call, after the train ops.
     counter = tf.compat.v1.get_variable('update_targets/counter', initializer=np.int64(0), trainable=False)
 
@@ -266,12 +272,12 @@ def _assert_state_matches(reference, agent, update, critic_optimizer, actor_opti
         # Relative to the slot's scale (second moments are ~1e-8): every element to 1e-5 of the largest.
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max(), err_msg=f'{name} {slot}')
     powers = _beta_powers(optimizer)
-    np.testing.assert_allclose(powers['beta1_power'], 0.9 ** (STEPS + 1), rtol=1e-6)
-    np.testing.assert_allclose(powers['beta2_power'], 0.999 ** (STEPS + 1), rtol=1e-6)
+    np.testing.assert_allclose(powers['beta1_power'], 0.9**(STEPS + 1), rtol=1e-6)
+    np.testing.assert_allclose(powers['beta2_power'], 0.999**(STEPS + 1), rtol=1e-6)
   beta_names = [n for n in reference if 'beta1_power' in n]
   assert len(beta_names) == 2  # one per optimizer, both at beta1^(STEPS + 1)
   for name in beta_names:
-    np.testing.assert_allclose(reference[name], 0.9 ** (STEPS + 1), rtol=1e-6)
+    np.testing.assert_allclose(reference[name], 0.9**(STEPS + 1), rtol=1e-6)
   assert int(update.num_updates.numpy()) == int(reference['num_updates']) == STEPS
   assert int(update.target_update_counter.numpy()) == int(reference['update_targets/counter']) == STEPS
 
@@ -308,8 +314,8 @@ def test_meta_update_with_relabelled_goals_matches_the_original_graph(trainer):
   relabel_normals = []
   for _ in range(STEPS):
     generator = t.relabeler.rng
-    relabel_normals.append(tf.random.Generator.from_state(generator.state.numpy(), generator.algorithm)
-                           .normal([8, B, G]).numpy())
+    relabel_normals.append(
+        tf.random.Generator.from_state(generator.state.numpy(), generator.algorithm).normal([8, B, G]).numpy())
     inputs = list(t.meta_level_inputs([tf.constant(x) for x in batch]))
     inputs[-1] = tf.constant(np.clip(0.2 * smoothing, -0.5, 0.5))
     t.meta_update(*inputs)
@@ -317,5 +323,4 @@ def test_meta_update_with_relabelled_goals_matches_the_original_graph(trainer):
   meta_names = [n for n in arrays if n.startswith('meta_agent/')]
   moved = _moved(reference, arrays, meta_names)
   assert all(v > 1e-7 for v in moved.values()), [n for n, v in moved.items() if v <= 1e-7]
-  _assert_state_matches(reference, t.meta_agent, t.meta_update, t.optimizers['meta_critic'],
-                        t.optimizers['meta_actor'])
+  _assert_state_matches(reference, t.meta_agent, t.meta_update, t.optimizers['meta_critic'], t.optimizers['meta_actor'])

@@ -14,9 +14,9 @@ independent `tf.compat.v1` graph of the original's to 1e-5 in every variable and
 tests/uvf/test_train_tf1.py.
 """
 
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,8 +68,9 @@ def test_shared_input_actions_equal_the_actor_on_the_concatenated_rows(zero_obs)
   assert np.abs(reference).max() > 10 and np.abs(reference).min() < 25  # tanh neither saturated nor flat
   got = network.shared_input_actions(tf.constant(states), tf.constant(goals)).numpy()
   np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5 * ACTION_MAX)
-  np.testing.assert_allclose(network(tf.constant(rows.reshape(-1, O + G))).numpy().reshape(K, n, A), reference,
-                             rtol=1e-5, atol=1e-5 * ACTION_MAX)
+  np.testing.assert_allclose(
+      network(tf.constant(rows.reshape(-1, O + G))).numpy().reshape(K, n, A), reference, rtol=1e-5,
+      atol=1e-5 * ACTION_MAX)
   # bfloat16 products (the switch): close to float32, but not equal to it.
   fast = network.shared_input_actions(tf.constant(states), tf.constant(goals), compute_dtype=tf.bfloat16).numpy()
   assert fast.dtype == np.float32
@@ -96,8 +97,8 @@ def test_network_compute_dtype_switch():
 
 @pytest.fixture(scope='module', name='trainer')
 def _trainer(tmp_path_factory):
-  return hiro_fixtures.build_trainer(tmp_path_factory.mktemp('equivalence'), hiro_fixtures.small_bindings(
-      extra=[f'train_uvf.batch_size = {B}']))
+  return hiro_fixtures.build_trainer(tmp_path_factory.mktemp('equivalence'),
+                                     hiro_fixtures.small_bindings(extra=[f'train_uvf.batch_size = {B}']))
 
 
 def _original_relabelling(low_actor, states, next_states, goals, low_states, low_actions, normals):
@@ -110,7 +111,7 @@ def _original_relabelling(low_actor, states, next_states, goals, low_states, low
   step_goals = candidates[:, :, None] + low_states[None, :, :1, :G] - low_states[None, :, :, :G]  # [K, B, c, G]
   rows = np.concatenate([np.broadcast_to(low_states[None], (K, B, C, O)), step_goals], -1)
   predicted = _numpy_actor(low_actor, rows.reshape(-1, O + G), zero_obs=True).reshape(K, B, C, A)
-  scores = -np.sum((low_actions[None].astype(np.float64) - predicted) ** 2 / ACTION_MAX ** 2, (2, 3))
+  scores = -np.sum((low_actions[None].astype(np.float64) - predicted)**2 / ACTION_MAX**2, (2, 3))
   best = np.argmax(scores, 0)
   return candidates[best, np.arange(B)], best, np.sort(scores, 0)
 
@@ -128,11 +129,13 @@ def test_meta_level_inputs_relabel_as_the_original_at_the_shipped_sizes(trainer)
   goals = rng.uniform(-GOAL_MAX, GOAL_MAX, (B, G)).astype(np.float32)
   # Stored actions near the actor's own for a goal close to loc: the candidates' scores are then close (the hard case).
   loc_rows = np.concatenate([low_states, np.broadcast_to((next_states - states)[:, None, :G], (B, C, G))], -1)
-  low_actions = (_numpy_actor(low_actor, loc_rows.reshape(-1, O + G), zero_obs=True).reshape(B, C, A)
-                 + rng.normal(0, 3, (B, C, A))).clip(-30, 30).astype(np.float32)
+  low_actions = (_numpy_actor(low_actor, loc_rows.reshape(-1, O + G), zero_obs=True).reshape(B, C, A) +
+                 rng.normal(0, 3, (B, C, A))).clip(-30, 30).astype(np.float32)
   targets = rng.uniform(-4, 20, (2, B, 2)).astype(np.float32)
-  batch = [states, goals, -rng.uniform(0, 20, B).astype(np.float32), np.ones(B, np.float32), next_states,
-           low_states, low_actions, targets[0], targets[1]]
+  batch = [
+      states, goals, -rng.uniform(0, 20, B).astype(np.float32),
+      np.ones(B, np.float32), next_states, low_states, low_actions, targets[0], targets[1]
+  ]
   generator = t.relabeler.rng
   normals = tf.random.Generator.from_state(generator.state.numpy(), generator.algorithm).normal([K - 2, B, G]).numpy()
   expected, best, sorted_scores = _original_relabelling(low_actor, states, next_states, goals, low_states, low_actions,
@@ -147,10 +150,12 @@ def test_meta_level_inputs_relabel_as_the_original_at_the_shipped_sizes(trainer)
 def test_a_bad_bound_compute_dtype_stops_the_run_before_it_writes(tmp_path):
   root = Path(__file__).resolve().parents[2]
   run_dir = tmp_path / 'run'
-  result = subprocess.run(
-      [sys.executable, str(root / 'run_train.py'), str(root / 'configs' / 'ant_maze.gin'), '--train_dir', str(run_dir),
-       '--gin_param', "meta/ddpg_actor_net.compute_dtype = 'fp8'"],
-      capture_output=True, text=True, timeout=300, cwd=root, check=False)
+  result = subprocess.run([
+      sys.executable,
+      str(root / 'run_train.py'),
+      str(root / 'configs' / 'ant_maze.gin'), '--train_dir',
+      str(run_dir), '--gin_param', "meta/ddpg_actor_net.compute_dtype = 'fp8'"
+  ], capture_output=True, text=True, timeout=300, cwd=root, check=False)
   assert result.returncode == 2, result.stderr[-2000:]
   assert "meta/ddpg_actor_net.compute_dtype = 'fp8' is not a valid compute dtype" in result.stderr
   assert 'Traceback' not in result.stderr and not run_dir.exists()

@@ -224,9 +224,8 @@ class CircularBuffer(tf.Module):
     whole = keys is None
     keys = self._keys(keys)
     indices = tf.convert_to_tensor(indices)
-    assert_op = tf.debugging.assert_less(
-        tf.cast(indices, tf.int64), tf.minimum(self.get_num_adds(), self._buffer_size),
-        message='Index out of bounds: at or beyond min(num_adds, buffer_size).')
+    assert_op = tf.debugging.assert_less(tf.cast(indices, tf.int64), tf.minimum(self.get_num_adds(), self._buffer_size),
+                                         message='Index out of bounds: at or beyond min(num_adds, buffer_size).')
     with tf.control_dependencies([assert_op]):
       indices = tf.identity(indices)
     return self._gather(indices, keys, whole)

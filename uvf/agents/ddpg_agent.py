@@ -11,13 +11,11 @@ performs one training step of a level with them.
 import collections
 
 import gin
-import numpy as np
 import tensorflow as tf
 
 from uvf.agents import ddpg_networks as networks
 from uvf.placeholders import not_built
 from uvf.placeholders import placeholder
-
 
 # Target policy smoothing of TD3 (hard-coded in the original): eps = clip(N(0, 0.2^2), -0.5, 0.5), absolute units.
 TARGET_POLICY_NOISE = 0.2
@@ -28,17 +26,9 @@ TARGET_POLICY_NOISE_CLIP = 0.5
 class DdpgAgent(tf.Module):
   """DDPG agent for one level (not used by HIRO, whose levels are `TD3Agent`s; not ported)."""
 
-  def __init__(self,
-               observation_spec,
-               action_spec,
-               actor_net=networks.actor_net,
-               critic_net=networks.critic_net,
-               td_errors_loss=tf.compat.v1.losses.huber_loss,
-               dqda_clipping=0.,
-               actions_regularizer=0.,
-               target_q_clipping=None,
-               residual_phi=0.0,
-               debug_summaries=False):
+  def __init__(self, observation_spec, action_spec, actor_net=networks.actor_net, critic_net=networks.critic_net,
+               td_errors_loss=tf.compat.v1.losses.huber_loss, dqda_clipping=0., actions_regularizer=0.,
+               target_q_clipping=None, residual_phi=0.0, debug_summaries=False):
     del observation_spec, action_spec, actor_net, critic_net, td_errors_loss, dqda_clipping
     del actions_regularizer, target_q_clipping, residual_phi, debug_summaries
     raise NotImplementedError(not_built(f'the RL agent {type(self).__name__}'))
@@ -90,21 +80,10 @@ class TD3Agent(DdpgAgent):
   TARGET_CRITIC_NET_SCOPE = 'target_critic_net'
   TARGET_CRITIC_NET2_SCOPE = 'target_critic_net2'
 
-  def __init__(self,
-               observation_spec,
-               action_spec,
-               actor_net=networks.actor_net,
-               critic_net=networks.critic_net,
-               td_errors_loss=tf.compat.v1.losses.huber_loss,
-               dqda_clipping=0.,
-               actions_regularizer=0.,
-               target_q_clipping=None,
-               residual_phi=0.0,
-               debug_summaries=False,
-               target_policy_noise=TARGET_POLICY_NOISE,
-               target_policy_noise_clip=TARGET_POLICY_NOISE_CLIP,
-               scope=None,
-               seed=None):
+  def __init__(self, observation_spec, action_spec, actor_net=networks.actor_net, critic_net=networks.critic_net,
+               td_errors_loss=tf.compat.v1.losses.huber_loss, dqda_clipping=0., actions_regularizer=0.,
+               target_q_clipping=None, residual_phi=0.0, debug_summaries=False, target_policy_noise=TARGET_POLICY_NOISE,
+               target_policy_noise_clip=TARGET_POLICY_NOISE_CLIP, scope=None, seed=None):
     """Builds the six networks (variables created now, targets not yet copied: see `copy_to_targets`).
 
     Args:
@@ -201,11 +180,11 @@ class TD3Agent(DdpgAgent):
   @property
   def networks(self):
     """OrderedDict {net scope name: network}: actor_net, critic_net, critic_net2, target_actor_net, ...2."""
-    return collections.OrderedDict([
-        (self.ACTOR_NET_SCOPE, self._actor_net), (self.CRITIC_NET_SCOPE, self._critic_net),
-        (self.CRITIC_NET2_SCOPE, self._critic_net2), (self.TARGET_ACTOR_NET_SCOPE, self._target_actor_net),
-        (self.TARGET_CRITIC_NET_SCOPE, self._target_critic_net),
-        (self.TARGET_CRITIC_NET2_SCOPE, self._target_critic_net2)])
+    return collections.OrderedDict([(self.ACTOR_NET_SCOPE, self._actor_net), (self.CRITIC_NET_SCOPE, self._critic_net),
+                                    (self.CRITIC_NET2_SCOPE, self._critic_net2),
+                                    (self.TARGET_ACTOR_NET_SCOPE, self._target_actor_net),
+                                    (self.TARGET_CRITIC_NET_SCOPE, self._target_critic_net),
+                                    (self.TARGET_CRITIC_NET2_SCOPE, self._target_critic_net2)])
 
   def get_trainable_actor_vars(self):
     """List of the actor's variables (the actor optimizer's var list), in the original order."""

@@ -100,8 +100,9 @@ def _hidden_stack(scope, stack_name, fan_in, layers, activation):
   """slim.stack(x, fully_connected, layers, scope=stack_name): layers `<stack_name>/<stack_name>_<i>`, i from 1."""
   dense = []
   for i, units in enumerate(layers, start=1):
-    dense.append(Dense(f'{scope}/{stack_name}/{stack_name}_{i}', hidden_weights(fan_in, units),
-                        tf.zeros([units], tf.float32), activation))
+    dense.append(
+        Dense(f'{scope}/{stack_name}/{stack_name}_{i}', hidden_weights(fan_in, units), tf.zeros([units], tf.float32),
+              activation))
     fan_in = units
   return dense, fan_in
 
@@ -144,8 +145,8 @@ class _Network(tf.Module):
 class ActorNetwork(_Network):
   """Deterministic actor mu(s): [B, state_dim] float32 -> [B, action_dim] float32 within the action bounds."""
 
-  def __init__(self, state_dim, action_spec, scope='actor_net', hidden_layers=(400, 300),
-               activation_fn=tf.nn.relu, zero_obs=False, images=False):
+  def __init__(self, state_dim, action_spec, scope='actor_net', hidden_layers=(400, 300), activation_fn=tf.nn.relu,
+               zero_obs=False, images=False):
     """Creates the variables (eagerly).
 
     Args:
@@ -170,7 +171,7 @@ class ActorNetwork(_Network):
     self._action_magnitudes = tf.constant((maximum - minimum) / 2.0, tf.float32)
     self._hidden, fan_in = _hidden_stack(scope, 'states', state_dim, hidden_layers, activation_fn)
     self._out = Dense(scope + '/actions', final_weights([fan_in, action_dim]), tf.zeros([action_dim], tf.float32),
-                       tf.nn.tanh)
+                      tf.nn.tanh)
     self._layers = self._hidden + [self._out]
 
   def __call__(self, states):
@@ -220,9 +221,8 @@ class ActorNetwork(_Network):
 class CriticNetwork(_Network):
   """Critic Q(s, a): [B, state_dim], [B, action_dim] float32 -> [B] float32."""
 
-  def __init__(self, state_dim, action_dim, scope='critic_net', states_hidden_layers=(400,),
-               actions_hidden_layers=None, joint_hidden_layers=(300,), activation_fn=tf.nn.relu, zero_obs=False,
-               images=False):
+  def __init__(self, state_dim, action_dim, scope='critic_net', states_hidden_layers=(400,), actions_hidden_layers=None,
+               joint_hidden_layers=(300,), activation_fn=tf.nn.relu, zero_obs=False, images=False):
     """Creates the variables (eagerly).
 
     Args:
@@ -244,10 +244,8 @@ class CriticNetwork(_Network):
     input_dim = self.state_dim + self.action_dim
     self._mask = _xy_mask(input_dim) if (zero_obs or images) else None
     self._states, states_out = _hidden_stack(scope, 'states', input_dim, states_hidden_layers, activation_fn)
-    self._actions, actions_out = _hidden_stack(scope, 'actions', self.action_dim, actions_hidden_layers,
-                                               activation_fn)
-    self._joint, fan_in = _hidden_stack(scope, 'joint', states_out + actions_out, joint_hidden_layers,
-                                        activation_fn)
+    self._actions, actions_out = _hidden_stack(scope, 'actions', self.action_dim, actions_hidden_layers, activation_fn)
+    self._joint, fan_in = _hidden_stack(scope, 'joint', states_out + actions_out, joint_hidden_layers, activation_fn)
     self._out = Dense(scope + '/q_value', final_weights([fan_in, 1]), tf.zeros([1], tf.float32), None)
     self._layers = self._states + self._actions + self._joint + [self._out]
 
@@ -269,17 +267,9 @@ class CriticNetwork(_Network):
 
 
 @gin.configurable('ddpg_critic_net', denylist=['state_dim', 'action_dim', 'scope'])
-def critic_net(state_dim, action_dim, scope='critic_net',
-               num_reward_dims=1,
-               states_hidden_layers=(400,),
-               actions_hidden_layers=None,
-               joint_hidden_layers=(300,),
-               weight_decay=0.0001,
-               normalizer_fn=None,
-               activation_fn=tf.nn.relu,
-               zero_obs=False,
-               images=False,
-               compute_dtype='float32'):
+def critic_net(state_dim, action_dim, scope='critic_net', num_reward_dims=1, states_hidden_layers=(400,),
+               actions_hidden_layers=None, joint_hidden_layers=(300,), weight_decay=0.0001, normalizer_fn=None,
+               activation_fn=tf.nn.relu, zero_obs=False, images=False, compute_dtype='float32'):
   """Builds a `CriticNetwork` (gin `ddpg_critic_net`; the agent calls it once per critic and target critic).
 
   Args:
@@ -307,13 +297,8 @@ def critic_net(state_dim, action_dim, scope='critic_net',
 
 
 @gin.configurable('ddpg_actor_net', denylist=['state_dim', 'action_spec', 'scope'])
-def actor_net(state_dim, action_spec, scope='actor_net',
-              hidden_layers=(400, 300),
-              normalizer_fn=None,
-              activation_fn=tf.nn.relu,
-              zero_obs=False,
-              images=False,
-              compute_dtype='float32'):
+def actor_net(state_dim, action_spec, scope='actor_net', hidden_layers=(400, 300), normalizer_fn=None,
+              activation_fn=tf.nn.relu, zero_obs=False, images=False, compute_dtype='float32'):
   """Builds an `ActorNetwork` (gin `ddpg_actor_net`; the agent calls it for the actor and the target actor).
 
   Args:
@@ -328,7 +313,7 @@ def actor_net(state_dim, action_spec, scope='actor_net',
     An `ActorNetwork` with its variables created.
   """
   _check_unsupported(normalizer_fn)
-  network = ActorNetwork(state_dim, action_spec, scope=scope, hidden_layers=hidden_layers,
-                         activation_fn=activation_fn, zero_obs=zero_obs, images=images)
+  network = ActorNetwork(state_dim, action_spec, scope=scope, hidden_layers=hidden_layers, activation_fn=activation_fn,
+                         zero_obs=zero_obs, images=images)
   network.compute_dtype = compute_dtype
   return network

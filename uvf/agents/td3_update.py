@@ -10,7 +10,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from uvf.agents import ddpg_agent
+from uvf.agents import ddpg_agent  # noqa: F401  (the type of `agent`, docs/design/architecture.md's layers)
 
 
 def td3_target_tau():

@@ -53,24 +53,10 @@ class Context(tf.Module):
 
   VAR_NAME = 'action'
 
-  def __init__(self,
-               tf_env,
-               context_ranges=None,
-               context_shapes=None,
-               state_indices=None,
-               variable_indices=None,
-               gamma_index=None,
-               settable_context=False,
-               timers=None,
-               samplers=None,
-               reward_weights=None,
-               reward_fn=None,
-               random_sampler_mode='random',
-               normalizers=None,
-               context_transition_fn=None,
-               context_multi_transition_fn=None,
-               meta_action_every_n=None,
-               seed=None):
+  def __init__(self, tf_env, context_ranges=None, context_shapes=None, state_indices=None, variable_indices=None,
+               gamma_index=None, settable_context=False, timers=None, samplers=None, reward_weights=None,
+               reward_fn=None, random_sampler_mode='random', normalizers=None, context_transition_fn=None,
+               context_multi_transition_fn=None, meta_action_every_n=None, seed=None):
     super().__init__(name='context')
     if settable_context:
       raise NotImplementedError('Context: settable_context=True (an environment context set from the goal) is not '
@@ -122,9 +108,10 @@ class Context(tf.Module):
       self._samplers[mode] = built
 
     self.context_vars = {
-        self.VAR_NAME: tuple(
-            tf.Variable(tf.zeros(spec.shape, spec.dtype), trainable=False, name=f'{self.VAR_NAME}_context_{i}')
-            for i, spec in enumerate(self.context_specs))
+        self.VAR_NAME:
+            tuple(
+                tf.Variable(tf.zeros(spec.shape, spec.dtype), trainable=False, name=f'{self.VAR_NAME}_context_{i}')
+                for i, spec in enumerate(self.context_specs))
     }
     self.t = tf.Variable(0, dtype=tf.int32, trainable=False, name='num_timer_steps')
 
@@ -176,10 +163,12 @@ class Context(tf.Module):
     """Per context, fn([..., C] tensor) -> the tensor clipped to the context's range (identity without range)."""
     clip_fns = []
     for context_range in self.context_ranges:
+
       def clip_fn(value, range_=context_range):
         if range_ is None:
           return tf.identity(value)
         return tf.clip_by_value(value, tf.cast(range_[0], value.dtype), tf.cast(range_[1], value.dtype))
+
       clip_fns.append(clip_fn)
     return clip_fns
 
@@ -349,8 +338,10 @@ class Context(tf.Module):
     if meta_context is None:
       values = list(self.vars)
       if self._context_transition_fn is not None:
+
         def sampler_fn():
           return [sample[0] for sample in self.sample_contexts(mode, 1)[0]]
+
         values = self.transition(self.vars, self.t, sampler_fn, state=state, next_state=next_state,
                                  state_repr=state_repr, next_state_repr=next_state_repr, **kwargs)
         for var, value in zip(self.vars, values):
@@ -361,8 +352,8 @@ class Context(tf.Module):
     self._check_goal_schedule('Context.step with a meta_context')
     if meta_action is None:
       raise ValueError('Context.step with a meta_context needs meta_action (a [G] tensor or a callable).')
-    meta_context.step(mode, state=state, next_state=next_state, state_repr=state_repr,
-                      next_state_repr=next_state_repr, **kwargs)
+    meta_context.step(mode, state=state, next_state=next_state, state_repr=state_repr, next_state_repr=next_state_repr,
+                      **kwargs)
     goal_var = self.vars[0]
     goal = self.next_goal(goal_var, self.t, state_repr, next_state_repr, meta_action)
     goal_var.assign(goal)

@@ -12,7 +12,6 @@ import tensorflow as tf
 from uvf.placeholders import placeholder
 
 
-
 def index_states(states, indices):
   """`states[:, indices]`, or `states` itself when `indices` is None.
 
@@ -78,15 +77,14 @@ def reset_rewards(states, actions, rewards, next_states, contexts, reset_index=0
 
 @gin.configurable
 @placeholder('rewards_functions.tanh_similarity')
-def tanh_similarity(states, actions, rewards, next_states, contexts, mse_scale=1.0, state_scales=1.0,
-                    goal_scales=1.0, summarize=False):
+def tanh_similarity(states, actions, rewards, next_states, contexts, mse_scale=1.0, state_scales=1.0, goal_scales=1.0,
+                    summarize=False):
   """1 - tanh(mse_scale * MSE(next_states, goal)) (not ported)."""
 
 
 @gin.configurable
 @placeholder('rewards_functions.negative_mse')
-def negative_mse(states, actions, rewards, next_states, contexts, state_scales=1.0, goal_scales=1.0,
-                 summarize=False):
+def negative_mse(states, actions, rewards, next_states, contexts, state_scales=1.0, goal_scales=1.0, summarize=False):
   """-MSE(next_states, goal) (not ported)."""
 
 
@@ -94,8 +92,7 @@ def negative_mse(states, actions, rewards, next_states, contexts, state_scales=1
 def negative_distance(states, actions, rewards, next_states, contexts, state_scales=1.0, goal_scales=1.0,
                       reward_scales=1.0, weight_index=None, weight_vector=None, summarize=False,
                       termination_epsilon=1e-4, state_indices=None, goal_indices=None, vectorize=False,
-                      relative_context=False, diff=False, norm='L2', epsilon=1e-10, bonus_epsilon=0.,
-                      offset=0.0):
+                      relative_context=False, diff=False, norm='L2', epsilon=1e-10, bonus_epsilon=0., offset=0.0):
   """Negative distance of `next_states` to the goal: HIRO's low-level reward and its task (meta) reward.
 
   With s = states[:, state_indices], s' = next_states[:, state_indices], g = contexts[0][:, goal_indices] (all
@@ -204,16 +201,16 @@ def cosine_similarity(states, actions, rewards, next_states, contexts, state_sca
 
 @gin.configurable
 @placeholder('rewards_functions.diff_distance')
-def diff_distance(states, actions, rewards, next_states, contexts, state_scales=1.0, goal_scales=1.0,
-                  reward_scales=1.0, weight_index=None, weight_vector=None, summarize=False,
-                  termination_epsilon=1e-4, state_indices=None, goal_indices=None, norm='L2', epsilon=1e-10):
+def diff_distance(states, actions, rewards, next_states, contexts, state_scales=1.0, goal_scales=1.0, reward_scales=1.0,
+                  weight_index=None, weight_vector=None, summarize=False, termination_epsilon=1e-4, state_indices=None,
+                  goal_indices=None, norm='L2', epsilon=1e-10):
   """Decrease of the distance to the goal from states to next_states (not ported)."""
 
 
 @gin.configurable
 @placeholder('rewards_functions.binary_indicator')
-def binary_indicator(states, actions, rewards, next_states, contexts, termination_epsilon=1e-4, offset=0,
-                     epsilon=1e-10, state_indices=None, summarize=False):
+def binary_indicator(states, actions, rewards, next_states, contexts, termination_epsilon=1e-4, offset=0, epsilon=1e-10,
+                     state_indices=None, summarize=False):
   """1 when next_states reach the goal (distance within `termination_epsilon`), else 0 (not ported)."""
 
 

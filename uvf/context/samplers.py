@@ -17,7 +17,6 @@ import tensorflow as tf
 from uvf.placeholders import not_built
 
 
-
 def _generator(seed):
   """A `tf.random.Generator` from `seed` (an int), or from a non-deterministic state when `seed` is None."""
   if seed is None:

@@ -33,8 +33,8 @@ import inspect
 from typing import Any, Dict, Optional, Sequence
 
 import gymnasium
-import numpy as np
 from gymnasium import spaces
+import numpy as np
 
 from uvf.environments import maze
 from uvf.environments import tasks
@@ -116,8 +116,11 @@ class HiroMazeEnv(gymnasium.Env):
     observation = spaces.Box(-np.inf, np.inf, (size,), np.float32)
     if goal_conditioned:
       goal_space = spaces.Box(-np.inf, np.inf, (len(self._indices),), np.float32)
-      self.observation_space = spaces.Dict(
-          {'observation': observation, 'achieved_goal': goal_space, 'desired_goal': goal_space})
+      self.observation_space = spaces.Dict({
+          'observation': observation,
+          'achieved_goal': goal_space,
+          'desired_goal': goal_space
+      })
     else:
       self.observation_space = observation
     self.action_space = spaces.Box(self.maze.action_low, self.maze.action_high, dtype=np.float32)

@@ -36,6 +36,7 @@ import xml.etree.ElementTree as ET
 
 import mujoco
 import numpy as np
+
 from uvf.environments import maze_env_utils
 from uvf.environments import rendering
 
@@ -77,19 +78,9 @@ class Maze:
   """
   MODEL_CLASS = None
 
-  def __init__(self,
-               maze_id=None,
-               maze_height=0.5,
-               maze_size_scaling=8,
-               n_bins=0,
-               sensor_range=3.,
-               sensor_span=2 * math.pi,
-               observe_blocks=False,
-               put_spin_near_agent=False,
-               top_down_view=False,
-               manual_collision=False,
-               seed=None,
-               robot_class=None):
+  def __init__(self, maze_id=None, maze_height=0.5, maze_size_scaling=8, n_bins=0, sensor_range=3.,
+               sensor_span=2 * math.pi, observe_blocks=False, put_spin_near_agent=False, top_down_view=False,
+               manual_collision=False, seed=None, robot_class=None):
     """Builds the maze model.
 
     Args:
@@ -151,8 +142,8 @@ class Maze:
       for j, cell in enumerate(row):
         if cell == 1:
           x, y = j * size_scaling - torso_x, i * size_scaling - torso_y
-          self._wall_boxes[i, j] = (x - size_scaling / 2, x + size_scaling / 2, y - size_scaling / 2,
-                                    y + size_scaling / 2)
+          self._wall_boxes[i,
+                           j] = (x - size_scaling / 2, x + size_scaling / 2, y - size_scaling / 2, y + size_scaling / 2)
     # Static segments (walls and chasm edges) of the range sensors: (((x1, y1), (x2, y2)), cell type).
     self._static_segments = []
     for kind, centres in ((1, self._wall_centres), (-1, self._chasm_centres)):
@@ -189,7 +180,8 @@ class Maze:
     """World (x, y) centres of the cells equal to `kind`, in layout order."""
     s = self.MAZE_SIZE_SCALING
     return [(j * s - self._init_torso_x, i * s - self._init_torso_y)
-            for i, row in enumerate(self.MAZE_STRUCTURE) for j, cell in enumerate(row)
+            for i, row in enumerate(self.MAZE_STRUCTURE)
+            for j, cell in enumerate(row)
             if cell == kind]
 
   def _square_segments(self, cx, cy):
@@ -216,12 +208,12 @@ class Maze:
         x, y = j * s - self._init_torso_x, i * s - self._init_torso_y
         if self.elevated and cell != -1:
           ET.SubElement(worldbody, 'geom', name='elevated_%d_%d' % (i, j), pos=_fmt(x, y, h / 2 * s),
-                        size=_fmt(0.5 * s, 0.5 * s, h / 2 * s), type='box', contype='1', conaffinity='1',
-                        rgba='0.9 0.9 0.9 1')
+                        size=_fmt(0.5 * s, 0.5 * s,
+                                  h / 2 * s), type='box', contype='1', conaffinity='1', rgba='0.9 0.9 0.9 1')
         if cell == 1:
           ET.SubElement(worldbody, 'geom', name='block_%d_%d' % (i, j), pos=_fmt(x, y, height_offset + h / 2 * s),
-                        size=_fmt(0.5 * s, 0.5 * s, h / 2 * s), type='box', contype='1', conaffinity='1',
-                        rgba='0.4 0.4 0.4 1')
+                        size=_fmt(0.5 * s, 0.5 * s,
+                                  h / 2 * s), type='box', contype='1', conaffinity='1', rgba='0.4 0.4 0.4 1')
         elif maze_env_utils.can_move(cell):
           name = 'movable_%d_%d' % (i, j)
           movable_blocks.append((name, cell))
@@ -240,17 +232,17 @@ class Maze:
     shrink = 0.1 if spinning else 0.99 if falling else 1.0
     height_shrink = 0.1 if spinning else 1.0
     x_offset = 0.25 * s if spinning else 0.0
-    body = ET.SubElement(worldbody, 'body', name=name,
-                         pos=_fmt(x + x_offset, y, height_offset + h / 2 * s * height_shrink))
-    ET.SubElement(body, 'geom', name='block_%d_%d' % (i, j), pos='0 0 0',
-                  size=_fmt(0.5 * s * shrink, 0.5 * s * shrink, h / 2 * s * height_shrink), type='box',
-                  mass='0.001' if falling else '0.0002', contype='1', conaffinity='1', rgba='0.9 0.1 0.1 1')
-    for axis, vector, movable in (('x', '1 0 0', maze_env_utils.can_move_x(kind)),
-                                  ('y', '0 1 0', maze_env_utils.can_move_y(kind))):
+    body = ET.SubElement(worldbody, 'body', name=name, pos=_fmt(x + x_offset, y,
+                                                                height_offset + h / 2 * s * height_shrink))
+    ET.SubElement(body, 'geom', name='block_%d_%d' % (i, j), pos='0 0 0', size=_fmt(0.5 * s * shrink, 0.5 * s * shrink,
+                                                                                    h / 2 * s * height_shrink),
+                  type='box', mass='0.001' if falling else '0.0002', contype='1', conaffinity='1', rgba='0.9 0.1 0.1 1')
+    for axis, vector, movable in (('x', '1 0 0', maze_env_utils.can_move_x(kind)), ('y', '0 1 0',
+                                                                                    maze_env_utils.can_move_y(kind))):
       if movable:
         ET.SubElement(body, 'joint', armature='0', axis=vector, damping='0.0', limited='true' if falling else 'false',
-                      range=_fmt(-s, s), margin='0.01', name='movable_%s_%d_%d' % (axis, i, j), pos='0 0 0',
-                      type='slide')
+                      range=_fmt(-s,
+                                 s), margin='0.01', name='movable_%s_%d_%d' % (axis, i, j), pos='0 0 0', type='slide')
     if falling:
       ET.SubElement(body, 'joint', armature='0', axis='0 0 1', damping='0.0', limited='true',
                     range='%f 0' % -height_offset, margin='0.01', name='movable_z_%d_%d' % (i, j), pos='0 0 0',
@@ -353,8 +345,8 @@ class Maze:
     # each candidate is checked with the exact inequalities.
     j = math.floor((x + self._init_torso_x) / s + 0.5)
     i = math.floor((y + self._init_torso_y) / s + 0.5)
-    for key in ((i, j), (i - 1, j), (i, j - 1), (i - 1, j - 1), (i + 1, j), (i, j + 1), (i + 1, j + 1),
-                (i - 1, j + 1), (i + 1, j - 1)):
+    for key in ((i, j), (i - 1, j), (i, j - 1), (i - 1, j - 1), (i + 1, j), (i, j + 1), (i + 1, j + 1), (i - 1, j + 1),
+                (i + 1, j - 1)):
       box = self._wall_boxes.get(key)
       if box is not None and box[0] <= x <= box[1] and box[2] <= y <= box[3]:
         return True
@@ -370,10 +362,8 @@ class Maze:
     row, col = self._xy_to_rowcol(x - robot_x, y - robot_y)
     # As the original: integer part by truncation toward zero, fraction by floor modulo.
     row, row_frac, col, col_frac = int(row), row % 1, int(col), col % 1
-    row_weights = (max(0., 0.5 - row_frac), min(1., row_frac + 0.5) - max(0., row_frac - 0.5),
-                   max(0., row_frac - 0.5))
-    col_weights = (max(0., 0.5 - col_frac), min(1., col_frac + 0.5) - max(0., col_frac - 0.5),
-                   max(0., col_frac - 0.5))
+    row_weights = (max(0., 0.5 - row_frac), min(1., row_frac + 0.5) - max(0., row_frac - 0.5), max(0., row_frac - 0.5))
+    col_weights = (max(0., 0.5 - col_frac), min(1., col_frac + 0.5) - max(0., col_frac - 0.5), max(0., col_frac - 0.5))
     rows, cols = self._view.shape[:2]
     for dr in (-1, 0, 1):
       for dc in (-1, 0, 1):

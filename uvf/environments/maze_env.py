@@ -26,13 +26,13 @@ class MazeEnv(maze.Maze, py_environment.PyEnvironment):
     """Builds the maze: the arguments of `maze.Maze` (maze_id, maze_size_scaling, n_bins, seed, ...)."""
     py_environment.PyEnvironment.__init__(self, handle_auto_reset=False)
     maze.Maze.__init__(self, *args, **kwargs)
-    self._observation_spec = array_spec.BoundedArraySpec(
-        (self.observation_size,), np.float32, minimum=-np.inf, maximum=np.inf, name='observation')
+    self._observation_spec = array_spec.BoundedArraySpec((self.observation_size,), np.float32, minimum=-np.inf,
+                                                         maximum=np.inf, name='observation')
     low, high = self.action_low, self.action_high
     if np.all(low == low[0]) and np.all(high == high[0]):
       low, high = low[0], high[0]
-    self._action_spec = array_spec.BoundedArraySpec(
-        (len(self.action_low),), np.float32, minimum=low, maximum=high, name='action')
+    self._action_spec = array_spec.BoundedArraySpec((len(self.action_low),), np.float32, minimum=low, maximum=high,
+                                                    name='action')
     # Constant parts of every non-first time step (never mutated).
     self._mid = np.asarray(ts.StepType.MID, dtype=np.int32)
     self._discount = np.asarray(1.0, dtype=np.float32)

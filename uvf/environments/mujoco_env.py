@@ -9,7 +9,6 @@ no gym spaces, no viewer. Mapping (mujoco-py -> mujoco): `sim.step()` -> `mujoco
 """
 
 import mujoco
-import numpy as np
 
 
 class MujocoEnv:

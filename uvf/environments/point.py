@@ -46,4 +46,3 @@ class PointEnv(mujoco_env.MujocoEnv):
   def get_ori(self):
     """Heading, radians (qpos[2], not wrapped)."""
     return float(self.qpos[self.ORI_IND])
-

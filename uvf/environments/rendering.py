@@ -72,7 +72,7 @@ def import_mujoco_without_opengl() -> None:
   saved = os.environ.get('MUJOCO_GL')
   os.environ['MUJOCO_GL'] = 'disable'
   try:
-    import mujoco  # pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
+    import mujoco  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
   finally:
     if saved is None:
       del os.environ['MUJOCO_GL']
@@ -171,8 +171,10 @@ def unavailable_message(attempts: Sequence[tuple]) -> str:
   if len(attempts) == 1 and attempts[0][0] in _OFF:
     return (f'MuJoCo rendering (evaluation videos, env.render()) is off: MUJOCO_GL={attempts[0][0]}. Unset MUJOCO_GL '
             f'(or set it to one of {", ".join(DEFAULT_ORDER)}) to render.')
-  lines = ['MuJoCo rendering (evaluation videos, env.render()) needs an OpenGL back end, and none works here. '
-           'Tried, in order:']
+  lines = [
+      'MuJoCo rendering (evaluation videos, env.render()) needs an OpenGL back end, and none works here. '
+      'Tried, in order:'
+  ]
   for name, reason in attempts:
     library = BACKENDS[name].library if name in BACKENDS else 'MUJOCO_GL'
     lines.append(f'  MUJOCO_GL={name:<7} {library}: {reason}')
@@ -252,8 +254,8 @@ def backend() -> str:
         _chosen[key] = RenderingUnavailableError(unavailable_message(attempts), attempts)
       else:
         if attempts and requested():
-          logging.warning('MuJoCo rendering: MUJOCO_GL=%s does not work here (%s); using MUJOCO_GL=%s.',
-                          attempts[0][0], attempts[0][1], name)
+          logging.warning('MuJoCo rendering: MUJOCO_GL=%s does not work here (%s); using MUJOCO_GL=%s.', attempts[0][0],
+                          attempts[0][1], name)
         _bind(name)
         _chosen[key] = name
     chosen = _chosen[key]
