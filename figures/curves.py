@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import struct
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING, Union
 
 import matplotlib
 from matplotlib import ticker
@@ -30,6 +31,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 import numpy as np
 
+if TYPE_CHECKING:
+  from matplotlib import typing as mpl_typing
+  from matplotlib.axes import Axes
+
+# The x or y values of a series: numbers (None or nan: a gap), as a sequence or an array.
+Values = Union[Sequence[Optional[float]], np.ndarray[Any, Any]]
+_Floats = np.ndarray[Any, np.dtype[np.float64]]
+
 # Colours for several series of one kind (the seeds of a run): matplotlib's tab10 without the blue, red and green
 # that `MEAN`, `PAPER` and `THRESHOLD` stand for.
 PALETTE = ('tab:orange', 'tab:purple', 'tab:brown', 'tab:pink', 'tab:olive', 'tab:cyan', 'tab:gray', '#8c6d31',
@@ -40,7 +49,7 @@ MEAN, PAPER, THRESHOLD = '#1f3fbf', 'tab:red', 'tab:green'
 DPI = 100
 _LEFT, _RIGHT = 80, 12  # left of the plots (room for the y labels); right of the legends
 _TITLE_H, _NOTE_H, _PANEL_TITLE_H, _TICKS_H, _XLABEL_H = 24, 15, 26, 36, 24
-_STYLE = {
+_STYLE: 'Dict[mpl_typing.RcKeyType, Any]' = {
     'font.family': 'DejaVu Sans',
     'font.size': 9,
     'axes.titlesize': 10,
@@ -69,19 +78,19 @@ class Series:
   marker ('o', 's', 'D', '.'; None: none) and markersize in points, edgecolor of the markers. yerr: +- error bars per
   point. band: (low, high) per point, shaded in the series' colour behind it (one legend entry with the line).
   """
-  x: object
-  y: object
-  label: str = None
-  color: object = None
-  colors: object = None
+  x: Values
+  y: Values
+  label: Optional[str] = None
+  color: 'Optional[mpl_typing.ColorType]' = None
+  colors: 'Optional[Sequence[mpl_typing.ColorType]]' = None
   linewidth: float = 1.0
   linestyle: str = '-'
-  marker: str = None
+  marker: Optional[str] = None
   markersize: float = 3.0
-  edgecolor: object = None
+  edgecolor: 'Optional[mpl_typing.ColorType]' = None
   alpha: float = 1.0
-  yerr: object = None
-  band: tuple = None
+  yerr: Optional[Values] = None
+  band: Optional[Tuple[Values, Values]] = None
   zorder: float = 2.0
 
 
@@ -90,7 +99,7 @@ class HLine:
   """A dashed horizontal line across a panel at y = value, with its legend entry."""
   value: float
   label: str
-  color: object = PAPER
+  color: 'mpl_typing.ColorType' = PAPER
   linestyle: str = '--'
 
 
@@ -100,12 +109,12 @@ class Panel:
   lines (`HLine`s or (value, label[, color]) tuples) and y range (None: fitted to the data and the lines)."""
   title: str
   ylabel: str
-  series: list
-  hlines: list = ()
-  ylim: tuple = None
+  series: Sequence[Series]
+  hlines: Sequence[Union[HLine, Tuple[Any, ...]]] = ()
+  ylim: Optional[Tuple[float, float]] = None
 
 
-def steps_label(value, _=None):
+def steps_label(value: float, _: Any = None) -> str:
   """An x tick as steps or frames are read: '0', '700', '500k', '1M', '2.5M', '1.2B' (a `FuncFormatter`)."""
   for scale, suffix in ((1e9, 'B'), (1e6, 'M'), (1e3, 'k')):
     if abs(value) >= scale:
@@ -113,24 +122,24 @@ def steps_label(value, _=None):
   return f'{value:.4g}'
 
 
-def _floats(values):
+def _floats(values: Values) -> _Floats:
   return np.array([np.nan if v is None else v for v in values], np.float64)
 
 
-def _hline(line):
+def _hline(line: Union[HLine, Tuple[Any, ...]]) -> HLine:
   return line if isinstance(line, HLine) else HLine(*line)
 
 
-def _range(values):
+def _range(values: _Floats) -> Optional[List[float]]:
   finite = values[np.isfinite(values)]
   return [float(finite.min()), float(finite.max())] if finite.size else None
 
 
-def _wrap(text, points, width, weight='normal'):
+def _wrap(text: str, points: float, width: float, weight: str = 'normal') -> List[str]:
   """`text` as lines no wider than `width` pixels in DejaVu Sans of `points` (measured; continuation lines indented
   by two spaces)."""
   renderer, font = RendererAgg(width, 100, DPI), FontProperties(family='DejaVu Sans', size=points, weight=weight)
-  lines = []
+  lines: List[str] = []
   for word in text.split(' '):
     candidate = f'{lines[-1]} {word}' if lines else word
     if lines and renderer.get_text_width_height_descent(candidate, font, ismath=False)[0] <= width:
@@ -140,13 +149,14 @@ def _wrap(text, points, width, weight='normal'):
   return lines or ['']
 
 
-def _plot_series(ax, s):
+def _plot_series(ax: 'Axes', s: Series) -> Tuple[Any, Dict[str, Any]]:
   """Draws `s` on `ax`; returns (legend handle, description)."""
   x, y = _floats(s.x), _floats(s.y)
   if x.shape != y.shape:
     raise ValueError(f'series {s.label!r}: {x.size} x values, {y.size} y values')
-  style = {'alpha': s.alpha, 'zorder': s.zorder}
-  band = None
+  style: Dict[str, Any] = {'alpha': s.alpha, 'zorder': s.zorder}
+  band: Any = None
+  handle: Any
   if s.band is not None:
     low, high = _floats(s.band[0]), _floats(s.band[1])
     band = ax.fill_between(x, low, high, color=s.color, alpha=0.25 * s.alpha, linewidth=0, zorder=s.zorder - 0.1)
@@ -156,7 +166,7 @@ def _plot_series(ax, s):
     handle = Line2D([], [], linestyle='none', marker=s.marker or 'o', markersize=s.markersize, markerfacecolor='0.75',
                     markeredgecolor=s.edgecolor or '0.75')
   else:
-    line = {
+    line: Dict[str, Any] = {
         'color': s.color,
         'linewidth': s.linewidth,
         'linestyle': s.linestyle if s.linewidth else 'none',
@@ -178,17 +188,19 @@ def _plot_series(ax, s):
   return handle, {'label': s.label, 'points': int(kept.sum()), 'x': _range(x[kept]), 'y': _range(y[kept])}
 
 
-def _layout(fig, axes, height, panel_height, top, legend_width):
+def _layout(fig: Figure, axes: Sequence['Axes'], height: float, panel_height: float, top: float,
+            legend_width: float) -> None:
   """Places each panel's plot (pixels from the top of the figure: `top`, then one block per panel)."""
   width = fig.bbox.width
   right = width - _RIGHT - legend_width
   block = _PANEL_TITLE_H + panel_height + _TICKS_H
   for k, ax in enumerate(axes):
     bottom_px = top + k * block + _PANEL_TITLE_H + panel_height
-    ax.set_position([_LEFT / width, 1 - bottom_px / height, (right - _LEFT) / width, panel_height / height])
+    ax.set_position((_LEFT / width, 1 - bottom_px / height, (right - _LEFT) / width, panel_height / height))
 
 
-def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_height=260):
+def draw(path: str, panels: Sequence[Panel], title: str, xlabel: str, notes: Sequence[str] = (),
+         xlim: Optional[Tuple[float, float]] = None, width: int = 1000, panel_height: int = 260) -> Dict[str, Any]:
   """Writes the PNG of `panels` (stacked, one x axis) to `path` (replaced atomically).
 
   Args:
@@ -215,7 +227,7 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
     height = top + len(panels) * (_PANEL_TITLE_H + panel_height + _TICKS_H) + _XLABEL_H
     # + 0.01 pixel: the canvas truncates width / dpi * dpi, which may fall just below the whole number.
     fig = Figure(figsize=((width + 0.01) / DPI, (height + 0.01) / DPI), dpi=DPI)
-    FigureCanvasAgg(fig)
+    canvas = FigureCanvasAgg(fig)
     y = 10
     for line in title_lines:
       fig.text(10 / width, 1 - y / height, line, fontsize=_TITLE_PT, fontweight='bold', va='top')
@@ -223,10 +235,12 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
     for line in note_lines:
       fig.text(10 / width, 1 - y / height, line, fontsize=_NOTE_PT, color='0.25', va='top')
       y += _NOTE_H
-    axes = [fig.add_axes([0, 0, 1, 1]) for _ in panels]
-    described, legends = [], []
+    axes = [fig.add_axes((0, 0, 1, 1)) for _ in panels]
+    described: List[Dict[str, Any]] = []
+    legends: List[Tuple['Axes', Any]] = []
     for ax, panel in zip(axes, panels):
-      handles, entries = [], []
+      handles: List[Tuple[Any, str]] = []
+      entries: List[Dict[str, Any]] = []
       for s in panel.series:
         handle, entry = _plot_series(ax, s)
         entries.append(entry)
@@ -268,7 +282,7 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
     axes[-1].set_xlabel(xlabel)
     # The legends' width (once laid out) sets the plots' right edge: all plots as wide, every legend beside its own.
     _layout(fig, axes, height, panel_height, top, 0)
-    renderer = fig.canvas.get_renderer()
+    renderer = canvas.get_renderer()
     legend_width = max(
         [legend.get_window_extent(renderer).x1 - ax.get_window_extent(renderer).x1 for ax, legend in legends] + [0])
     legend_width = min(legend_width, 0.45 * width)
@@ -296,7 +310,7 @@ def draw(path, panels, title, xlabel, notes=(), xlim=None, width=1000, panel_hei
   return description
 
 
-def read_png(path):
+def read_png(path: str) -> Dict[str, Any]:
   """{'size': [width, height] (pixels, from the PNG header), 'description': `draw`'s description, or None for a PNG
   that `draw` did not write}. Raises ValueError if `path` is not a PNG."""
   with open(path, 'rb') as f:

@@ -34,6 +34,7 @@ import select
 import signal
 import sys
 import threading
+from typing import Any, Callable, List, Optional, TextIO
 
 # The folder that holds the `launcher` package: the checkout (also under an editable install), or the site-packages
 # folder of an installed wheel, where only the project's own packages (`PACKAGES`) are the project's files.
@@ -42,8 +43,8 @@ PACKAGES = ('launcher', 'rundir', 'scalable_agent', 'uvf')
 _INSTALL_DIRS = {'site-packages', 'dist-packages'}
 # TF_CPP_MIN_LOG_LEVEL as the user set it (None: not set), recorded by `default_native_log_level` before it sets its
 # default.
-USER_TF_LOG_LEVEL = None
-_NATIVE_DEFAULT_SET = []  # [True] once default_native_log_level has run in this process
+USER_TF_LOG_LEVEL: Optional[str] = None
+_NATIVE_DEFAULT_SET: List[bool] = []  # [True] once default_native_log_level has run in this process
 
 
 def default_native_log_level() -> None:
@@ -90,7 +91,7 @@ class ProjectFormatter(logging.Formatter):
   """The project's records as plain lines ('warning: ' / 'error: ' before warnings and errors); other libraries'
   records (only warnings and errors reach it, see `ThirdPartyInfoFilter`) as 'warning (library): ...'."""
 
-  def format(self, record):
+  def format(self, record: logging.LogRecord) -> str:
     text = super().format(record)
     level = record.levelname.lower()
     if is_project_file(record.pathname):
@@ -102,7 +103,7 @@ class ProjectFormatter(logging.Formatter):
 class ThirdPartyInfoFilter(logging.Filter):
   """Drops the INFO (and DEBUG) records of other libraries."""
 
-  def filter(self, record):
+  def filter(self, record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING or is_project_file(record.pathname)
 
 
@@ -129,7 +130,7 @@ def native_lines_requested() -> bool:
   """Whether the user's TF_CPP_MIN_LOG_LEVEL asks for TensorFlow's native INFO, WARNING or ERROR lines (below 3).
   (The 3 this module sets is inherited by the processes a run starts: that asks for nothing.)"""
   try:
-    return int(USER_TF_LOG_LEVEL) < 3
+    return USER_TF_LOG_LEVEL is not None and int(USER_TF_LOG_LEVEL) < 3
   except (TypeError, ValueError):
     return False
 
@@ -155,7 +156,7 @@ def relay(read_fd: int, write_fd: int) -> None:
   pending = b''
   sink = [write_fd]  # emptied when write_fd fails
 
-  def write(data):
+  def write(data: bytes) -> None:
     if sink and data:
       try:
         _write_all(sink[0], data)
@@ -192,7 +193,7 @@ RELAY_IGNORED_SIGNALS = ('SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGPIPE', 'S
 class _Relay:
   """The relay process of this process (`filter_native_stderr`), and descriptor 2 as it was before."""
 
-  def __init__(self, pid: int, original_fd: int):
+  def __init__(self, pid: int, original_fd: int) -> None:
     self.pid = pid
     self.original_fd = original_fd
     self.ended = threading.Event()  # the relay exited (reaped by `watch`)
@@ -225,7 +226,7 @@ class _Relay:
       pass
 
 
-RELAY = None  # the `_Relay` of this process once `filter_native_stderr` has run
+RELAY: Optional[_Relay] = None  # the `_Relay` of this process once `filter_native_stderr` has run
 
 
 def filter_native_stderr() -> None:
@@ -274,7 +275,7 @@ def filter_native_stderr() -> None:
   threading.Thread(target=RELAY.watch, name='stderr-relay-watch', daemon=True).start()
 
   @atexit.register
-  def _restore():
+  def _restore() -> None:
     try:
       sys.stdout.flush()
       sys.stderr.flush()
@@ -291,10 +292,10 @@ class SafeStream:
   back at its original descriptor if the relay is gone (`_Relay.restore`) and the text written again; otherwise the
   text is dropped. Everything else is the wrapped stream's."""
 
-  def __init__(self, stream):
+  def __init__(self, stream: TextIO) -> None:
     self._stream = stream
 
-  def _retry(self, call, *args):
+  def _retry(self, call: Callable[..., Any], *args: Any) -> Any:
     try:
       return call(*args)
     except (OSError, ValueError):
@@ -307,14 +308,14 @@ class SafeStream:
       pass
     return None
 
-  def write(self, text):
+  def write(self, text: str) -> int:
     self._retry(self._stream.write, text)
     return len(text)
 
-  def flush(self):
+  def flush(self) -> None:
     self._retry(self._stream.flush)
 
-  def __getattr__(self, name):
+  def __getattr__(self, name: str) -> Any:
     return getattr(self._stream, name)
 
 

@@ -9,7 +9,7 @@ docs/design/reliability.md gives the guarantees (what a kill can lose, disk need
 import datetime
 import signal
 import sys
-from typing import Sequence
+from typing import List, Sequence
 
 from absl import flags
 
@@ -48,7 +48,7 @@ def execute(p: planning.Plan) -> None:
     else:
       entry(logdir=str(p.train_dir))
   except Exception as e:  # pylint: disable=broad-except
-    if p.wrote_manifest:
+    if p.wrote_manifest and p.output_dir is not None:  # (a written manifest has its directory)
       manifest_lib.withdraw_manifest(p.output_dir)
     if getattr(e, 'user_error', False):  # e.g. uvf.eval.EvalError: a message that names the problem and the fix
       # gin appends "In call to configurable '...'" lines to exceptions raised inside a configurable: not news here.
@@ -81,7 +81,7 @@ def run(program: str) -> None:
   """Runs `main` as an absl app for `run_<program>.py`; `--help` exits with status 0 (absl's exits with 1)."""
   from absl import app  # pylint: disable=g-import-not-at-top
 
-  def app_main(argv):
+  def app_main(argv: List[str]) -> None:
     console.protect_streams()
     if flags.FLAGS['verbosity'].present:  # absl's flag: third-party output at that level too
       console.verbose(flags.FLAGS.verbosity)
@@ -139,5 +139,6 @@ def main(program: str, argv: Sequence[str], fv: flags.FlagValues = flags.FLAGS) 
     print(
         f'run_{program}: stopped by {stops.received} after writing the checkpoint; the same command resumes '
         f'the run.', file=sys.stderr, flush=True)
+    assert stops.signum is not None  # (set with `received`)
     return rundir_errors.signal_exit_code(stops.signum)
   return 0

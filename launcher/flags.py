@@ -9,6 +9,8 @@ The flags are defined as flags of the module `launcher` (the package, `FLAGS_MOD
 `programs.script_main` makes the main module's, so that `--help` lists them.
 """
 
+from typing import Any, cast, Dict
+
 from absl import flags
 
 from launcher import console
@@ -36,7 +38,7 @@ def prepare_process() -> None:
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   """Defines the flags of both scripts on `fv` (tests pass a fresh `FlagValues`)."""
-  d = dict(flag_values=fv, module_name=FLAGS_MODULE)
+  d: Dict[str, Any] = dict(flag_values=fv, module_name=FLAGS_MODULE)
   flags.DEFINE_multi_string(
       'gin_param', [], 'A gin binding, e.g. "train_uvf.batch_size = 64". Repeatable; '
       'applied after the config files, in order.', **d)
@@ -74,10 +76,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
     _define(name, flag, flag.help, d)
 
 
-def _define(name: str, flag: original_flags.Flag, help_text: str, d: dict) -> None:
+def _define(name: str, flag: original_flags.Flag, help_text: str, d: Dict[str, Any]) -> None:
   """Defines the flag `name` of the kind its default and choices say: enum, integer, float or string."""
   if flag.choices:
-    flags.DEFINE_enum(name, flag.default, list(flag.choices), help_text, **d)
+    flags.DEFINE_enum(name, cast(str, flag.default), list(flag.choices), help_text, **d)
   elif isinstance(flag.default, int):
     flags.DEFINE_integer(name, flag.default, help_text, **d)
   elif isinstance(flag.default, float):

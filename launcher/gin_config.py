@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 import re
 import tokenize
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from absl import flags
 
@@ -39,7 +39,7 @@ IMPALA_DEFAULT_CONFIG = CONFIG_DIR / 'scalable_agent' / 'experiment.gin'
 
 # An include statement of a gin file: `include 'uvf/configs/base_uvf.gin'` (a string without quotes or escapes).
 _INCLUDE = re.compile(r'''^(?P<head>\s*include\s+)(?P<quote>['"])(?P<name>[^'"\\\n]+)(?P=quote)''', re.MULTILINE)
-_SEARCH_PATH_ADDED = []  # [True] once configs/ is on gin's search path
+_SEARCH_PATH_ADDED: List[bool] = []  # [True] once configs/ is on gin's search path
 
 # --------------------------------------------------------------------------------------------------------------------
 # Config files.
@@ -51,7 +51,7 @@ def available_configs() -> List[str]:
   return sorted(str(p.relative_to(CONFIG_DIR.parent)) for p in CONFIG_DIR.glob('*.gin'))
 
 
-def includes(path) -> List[str]:
+def includes(path: Union[str, os.PathLike[str]]) -> List[str]:
   """The names the include statements of the gin file `path` give (its own, not those of the files it includes), as
   written (e.g. 'uvf/configs/base_uvf.gin')."""
   with open(path, encoding='utf-8') as f:

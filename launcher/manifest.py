@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 import sys
 import tempfile
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from launcher import errors
 from rundir import formatting
@@ -44,10 +44,10 @@ DECAY_HORIZON_PARAM = 'experiment.total_environment_frames'
 _NOT_CONFIGURATION = frozenset({f'evaluate.{name}' for name in EVAL_SELECTION_PARAMS} | set(CONTINUATION_PARAMS))
 
 
-def _bindings(manifest: dict) -> List[Tuple[str, str]]:
+def _bindings(manifest: Dict[str, Any]) -> List[Tuple[str, str]]:
   """The bindings of a manifest's gin config (`gin.config_str()`) as (name, value) pairs, without its section
   comments; a long value that gin continued on indented lines is joined into one."""
-  bindings = []
+  bindings: List[Tuple[str, str]] = []
   for line in manifest.get('gin_config', '').splitlines():
     if not line.strip() or line.startswith('#'):
       continue
@@ -60,7 +60,7 @@ def _bindings(manifest: dict) -> List[Tuple[str, str]]:
   return bindings
 
 
-def _config_lines(manifest: dict) -> List[str]:
+def _config_lines(manifest: Dict[str, Any]) -> List[str]:
   """The bindings of a manifest's gin config, one 'name = value' line each."""
   return [f'{name} = {value}' for name, value in _bindings(manifest)]
 
@@ -69,12 +69,12 @@ def _binding_name(line: str) -> str:
   return line.split('=', 1)[0].strip()
 
 
-def _manifest_key(manifest: dict) -> Tuple[str, str]:
+def _manifest_key(manifest: Dict[str, Any]) -> Tuple[str, str]:
   config = '\n'.join(f'{name} = {value}' for name, value in _bindings(manifest) if name not in _NOT_CONFIGURATION)
   return manifest.get('system', ''), config
 
 
-def continued_settings(old: dict, new: dict) -> List[str]:
+def continued_settings(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
   """The `CONTINUATION_PARAMS` whose values differ between two manifests, as 'name: old -> new' lines."""
   before, after = dict(_bindings(old)), dict(_bindings(new))
   changes = []
@@ -84,7 +84,7 @@ def continued_settings(old: dict, new: dict) -> List[str]:
   return changes
 
 
-def read_manifest(run_dir: Path) -> Optional[dict]:
+def read_manifest(run_dir: Path) -> Optional[Dict[str, Any]]:
   """The `run.json` of `run_dir`, or None if it has none.
 
   Raises:
@@ -94,13 +94,14 @@ def read_manifest(run_dir: Path) -> Optional[dict]:
   if not existing.is_file():
     return None
   try:
-    return json.loads(existing.read_text())
+    manifest: Dict[str, Any] = json.loads(existing.read_text())
+    return manifest
   except (OSError, ValueError) as e:
     raise errors.LaunchError(f'{existing} cannot be read ({e}); the directory is left untouched: choose another '
                              f'directory.') from None
 
 
-def check_run_dir(run_dir: Path, manifest: dict) -> bool:
+def check_run_dir(run_dir: Path, manifest: Dict[str, Any]) -> bool:
   """Checks that `run_dir` may receive the run described by `manifest`; writes nothing.
 
   Returns:
@@ -139,7 +140,7 @@ def check_run_dir(run_dir: Path, manifest: dict) -> bool:
                            f'intervals may differ: launcher.CONTINUATION_PARAMS).')
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> bool:
+def write_manifest(run_dir: Path, manifest: Dict[str, Any]) -> bool:
   """Creates `run_dir` and records the configuration it belongs to (`run.json` and `config.gin`), unless it already
   holds a `run.json`, which is never rewritten.
 
@@ -170,7 +171,15 @@ def withdraw_manifest(run_dir: Path) -> None:
     pass
 
 
-def hold_run_dir(p) -> Optional[lock_lib.RunLock]:
+class _Plan(Protocol):
+  """What `hold_run_dir` reads and sets of a `planning.Plan` (which imports this module)."""
+  output_dir: Optional[Path]
+  manifest: Dict[str, Any]
+  resumes: bool
+  wrote_manifest: bool
+
+
+def hold_run_dir(p: _Plan) -> Optional[lock_lib.RunLock]:
   """Creates the output directory of the plan `p` (a `planning.Plan`), takes its lock and writes its `run.json`
   (unless it has one); sets `p.resumes` and `p.wrote_manifest`.
 

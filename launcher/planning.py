@@ -10,7 +10,7 @@ choose the output directory and check that it may receive this run (`manifest.ch
 import dataclasses
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from absl import flags
 
@@ -34,7 +34,7 @@ class Plan:
   train_dir: Path
   eval_dir: Optional[Path]
   output_dir: Optional[Path]  # the directory this program writes and guards
-  manifest: dict
+  manifest: Dict[str, Any]
   resumes: bool
   continues: List[str] = dataclasses.field(default_factory=list)  # changed CONTINUATION_PARAMS, 'name: old -> new'
   wrote_manifest: bool = False  # set by `manifest.hold_run_dir`
@@ -112,7 +112,8 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
       'gin_config': gin.config_str(),
   }
   resumes = manifest_lib.check_run_dir(output_dir, manifest) if output_dir is not None else False
-  continues = manifest_lib.continued_settings(manifest_lib.read_manifest(output_dir), manifest) if resumes else []
+  old = manifest_lib.read_manifest(output_dir) if resumes and output_dir is not None else None
+  continues = manifest_lib.continued_settings(old, manifest) if old is not None else []
   return Plan(program=effective, system=system, config_paths=config_paths, bindings=bindings, config_name=name,
               train_dir=train_dir, eval_dir=eval_dir, output_dir=output_dir, manifest=manifest, resumes=resumes,
               continues=continues)
@@ -121,7 +122,8 @@ def plan(program: str, argv: Sequence[str], fv: flags.FlagValues) -> Plan:
 def _impala_mode() -> str:
   import gin  # pylint: disable=g-import-not-at-top
   try:
-    return gin.query_parameter('experiment.mode')
+    mode: str = gin.query_parameter('experiment.mode')
+    return mode
   except ValueError:  # not bound: the original default
     return 'train'
 
@@ -129,11 +131,12 @@ def _impala_mode() -> str:
 def _impala_actor_job() -> bool:
   """Whether the parsed configuration is an IMPALA actor job of multi-machine training (task >= 0)."""
   from scalable_agent import experiment  # pylint: disable=g-import-not-at-top
-  return experiment.bound_value('task') >= 0 and experiment.bound_value('job_name') == 'actor'
+  actor_job: bool = experiment.bound_value('task') >= 0 and experiment.bound_value('job_name') == 'actor'
+  return actor_job
 
 
 def _choose_dir(fv: flags.FlagValues, names: Sequence[str], default: Path) -> Path:
-  given = {n: fv[n].value for n in names if fv[n].value}
+  given: Dict[str, Any] = {n: fv[n].value for n in names if fv[n].value}
   values = set(os.path.abspath(v) for v in given.values())
   if len(values) > 1:
     raise errors.LaunchError('conflicting run directories: ' + ', '.join(f'--{n}={v}' for n, v in given.items()) +

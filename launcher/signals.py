@@ -7,7 +7,8 @@ shell reports a process killed by that signal, so that a scheduler sees an unfin
 
 import os
 import signal
-from typing import Callable, Optional
+import types
+from typing import Any, Callable, Dict, Literal, Optional
 
 
 class StopSignals:
@@ -21,15 +22,15 @@ class StopSignals:
   """
   SIGNALS = ('SIGINT', 'SIGTERM', 'SIGHUP')
 
-  def __init__(self, program: str, request_stop: Optional[Callable[[str], bool]]):
+  def __init__(self, program: str, request_stop: Optional[Callable[[str], bool]]) -> None:
     self._program = program
     self._request_stop = request_stop
     self._count = 0
     self.received: Optional[str] = None
     self.signum: Optional[int] = None
-    self._previous = {}
+    self._previous: Dict[int, Any] = {}  # signal number -> its handler before `__enter__`
 
-  def __enter__(self):
+  def __enter__(self) -> 'StopSignals':
     for name in self.SIGNALS:
       signum = getattr(signal, name)
       previous = signal.getsignal(signum)
@@ -39,12 +40,12 @@ class StopSignals:
       signal.signal(signum, self._handle)
     return self
 
-  def __exit__(self, *exc):
+  def __exit__(self, *exc: object) -> Literal[False]:
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
     return False
 
-  def _handle(self, signum, frame):
+  def _handle(self, signum: int, frame: Optional[types.FrameType]) -> None:
     del frame
     name = signal.Signals(signum).name
     self._count += 1

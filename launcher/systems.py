@@ -6,7 +6,7 @@ needed, `load`), so that importing the launcher imports neither system.
 
 import dataclasses
 import importlib
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from launcher import errors
 from launcher import gin_config
@@ -56,10 +56,11 @@ SYSTEMS: Dict[str, System] = {
 }
 
 
-def load(spec: str) -> Callable:
+def load(spec: str) -> Callable[..., Any]:
   """The function a `'module:function'` name names (its module imported)."""
   module, name = spec.split(':')
-  return getattr(importlib.import_module(module), name)
+  function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+  return function
 
 
 def register_configurables() -> None:

@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 import time
+import types
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from reproduction import plan as plans
 from reproduction import processes
@@ -14,15 +16,16 @@ from reproduction import seeds
 from rundir import errors
 
 
-def run_local(plan, refresher):
+def run_local(plan: plans.Plan, refresher: Callable[[], None]) -> Tuple[List[Dict[str, Any]], Optional[int]]:
   """Runs `plan.parallel` seed jobs at once in threads of this process; returns (their results, the exit status of a
   stop: 128 + the signal's number, 130 when a seed was stopped from outside, None when nothing stopped)."""
   stop = threading.Event()
-  results, queue = [], list(plan.specs)
-  threads = {}
+  results: List[Dict[str, Any]] = []
+  queue = list(plan.specs)
+  threads: Dict[int, threading.Thread] = {}
   lock = threading.Lock()
 
-  def job(spec):
+  def job(spec: seeds.SeedSpec) -> None:
     try:
       result = seeds.run_seed(spec, stop)
     except Exception as e:  # pylint: disable=broad-except  (reported as the seed's failure, not lost in a thread)
@@ -34,9 +37,9 @@ def run_local(plan, refresher):
       seeds.say('stopping: a seed was stopped from outside; the other seeds stop too (the same command resumes).')
       stop.set()  # the whole kit stops, rather than starting the seeds still queued
 
-  received = []  # the stop signal that came first
+  received: List[int] = []  # the stop signal that came first
 
-  def on_signal(signum, frame):  # pylint: disable=unused-argument
+  def on_signal(signum: int, frame: Optional[types.FrameType]) -> None:  # pylint: disable=unused-argument
     if not received:
       received.append(signum)
     if not stop.is_set():
@@ -46,7 +49,7 @@ def run_local(plan, refresher):
 
   previous = {s: signal.signal(s, on_signal) for s in processes.STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
   slots = plans.core_slots(plan.parallel)
-  slot_of = {}  # seed -> its slot in `slots`
+  slot_of: Dict[int, int] = {}  # seed -> its slot in `slots`
   try:
     while queue or threads:
       while queue and len(threads) < plan.parallel and not stop.is_set():
@@ -70,7 +73,8 @@ def run_local(plan, refresher):
                    if received else errors.signal_exit_code(signal.SIGINT) if stop.is_set() else None)
 
 
-def run_ray(plan, refresher, address):
+def run_ray(plan: plans.Plan, refresher: Callable[[], None],
+            address: Optional[str]) -> Tuple[List[Dict[str, Any]], Optional[int]]:
   """Runs the seed jobs as Ray tasks (one CPU each), at most `plan.parallel` at once; returns as `run_local`."""
   try:
     import ray  # pylint: disable=g-import-not-at-top
@@ -85,11 +89,13 @@ def run_ray(plan, refresher, address):
   else:
     ray.init(num_cpus=plan.parallel, include_dashboard=False, runtime_env=runtime_env)
   remote = ray.remote(num_cpus=1, max_retries=0)(seeds.run_seed)
-  queue, pending, results = list(plan.specs), {}, []
+  queue = list(plan.specs)
+  pending: Dict[Any, seeds.SeedSpec] = {}  # Ray's object ref -> its seed
+  results: List[Dict[str, Any]] = []
   stopped = None
-  received = [signal.SIGINT]  # the stop signal (Ctrl-C raises KeyboardInterrupt itself)
+  received: List[int] = [signal.SIGINT]  # the stop signal (Ctrl-C raises KeyboardInterrupt itself)
 
-  def on_signal(signum, frame):  # pylint: disable=unused-argument
+  def on_signal(signum: int, frame: Optional[types.FrameType]) -> None:  # pylint: disable=unused-argument
     received[0] = signum
     raise KeyboardInterrupt
 

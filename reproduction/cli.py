@@ -31,6 +31,7 @@ import os
 import shlex
 import signal
 import sys
+from typing import Any, Dict, Optional, Sequence
 
 from launcher import console
 from reproduction import backends
@@ -45,7 +46,7 @@ from rundir import errors
 LOCK = '.reproduce.lock'  # held by the kit that runs the seeds of a root (one at a time)
 
 
-def stop_kit_processes(plan):
+def stop_kit_processes(plan: plans.Plan) -> None:
   """--stop: SIGINT (SIGTERM where SIGINT is ignored) to the live processes the kit started (pid files); others are
   listed, not touched."""
   for spec in plan.specs:
@@ -53,7 +54,7 @@ def stop_kit_processes(plan):
       seeds.stop_started(spec, kind)
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
   parser.add_argument('config', nargs='+', help='the task config (gin files), e.g. configs/ant_maze.gin')
@@ -104,11 +105,11 @@ def parse_args(argv):
   return parser.parse_args(argv)
 
 
-def _error(message):
+def _error(message: object) -> None:
   print(f'reproduce: error: {message}', file=sys.stderr, flush=True)
 
 
-def _first_line(plan, args):
+def _first_line(plan: plans.Plan, args: argparse.Namespace) -> str:
   protocol_, manifest = plan.protocol, plan.manifest
   only = f' (this launch: {",".join(map(str, plan.only))})' if plan.only else ''
   return (f'reproduce: {plan.name} ({protocol_.task}), seeds 0..{len(plan.specs) - 1}{only}, {manifest["steps"]:,} '
@@ -118,7 +119,7 @@ def _first_line(plan, args):
           f'{plan.parallel} at once ({args.backend})')
 
 
-def _dry_run(plan):
+def _dry_run(plan: plans.Plan) -> None:
   for spec in plan.run_specs():
     train, evaluation = plan.resumes[spec.seed]
     print(f'seed {spec.seed}: training {"resumes" if train else "starts"} in {spec.train_dir}; evaluation '
@@ -126,7 +127,7 @@ def _dry_run(plan):
           f'{shlex.join(spec.eval_command)}')
 
 
-def _run(plan, old, args):
+def _run(plan: plans.Plan, old: Optional[Dict[str, Any]], args: argparse.Namespace) -> int:
   """Trains and evaluates the seeds of this launch under the root's lock; returns the exit status."""
   os.makedirs(plan.root, exist_ok=True)
   lock = open(os.path.join(plan.root, LOCK), 'a')  # pylint: disable=consider-using-with  (held until exit)
@@ -160,7 +161,7 @@ def _run(plan, old, args):
   return errors.EXIT_FAILURE if failed else errors.EXIT_OK
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
   """The kit's command line (`argv`: the arguments, default sys.argv[1:]); returns the exit status."""
   args = parse_args(sys.argv[1:] if argv is None else argv)
   console.import_quietly('gym')  # its deprecation notice, as the entry scripts drop it (before planning imports it)

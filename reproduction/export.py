@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+from typing import Any, Dict, List, Optional, Sequence
 
 from reproduction import heldout
 from reproduction import plan as plans
@@ -20,7 +21,7 @@ EXPORT_INFO = 'best_policy.json'
 POLICY_CONFIG = 'config.gin'
 
 
-def policy_config(config_files, bindings):
+def policy_config(config_files: Sequence[str], bindings: Sequence[str]) -> str:
   """The text of a policy bundle's `config.gin`: a header comment (what it is, the config files and bindings it
   came from), then `gin.config_str()` of `config_files` and `bindings` parsed exactly as run_eval.py parses them
   (`launcher.parse_gin`): the whole configuration, flattened (no include left).
@@ -46,7 +47,7 @@ def policy_config(config_files, bindings):
   except launcher.LaunchError as e:
     raise ValueError(str(e)) from None
   import gin  # pylint: disable=g-import-not-at-top
-  flat = gin.config_str()
+  flat: str = gin.config_str()
   shown = [_repo_relative(str(p)) for p in paths]
   header = [
       '# config.gin of a trained HIRO policy bundle: the complete gin configuration that run_eval.py parses to',
@@ -70,12 +71,12 @@ def policy_config(config_files, bindings):
   return text
 
 
-def _repo_relative(path):
+def _repo_relative(path: str) -> str:
   root = plans.REPO_ROOT
   return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
 
 
-def export_checkpoint(prefix, out_dir, info, files=None):
+def export_checkpoint(prefix: str, out_dir: str, info: Dict[str, Any], files: Optional[Dict[str, str]] = None) -> str:
   """Copies the checkpoint `prefix` (its `.index` and every data shard) into `out_dir` with a TensorFlow `checkpoint`
   state file naming it, `info` as `best_policy.json` and `files` ({file name: text}, e.g. `config.gin`), replacing
   an earlier export there.
@@ -121,7 +122,7 @@ def export_checkpoint(prefix, out_dir, info, files=None):
   return os.path.join(out_dir, name)
 
 
-def export_best(plan, out_dir):
+def export_best(plan: plans.Plan, out_dir: str) -> List[str]:
   """--export_best DIR: copies the task's best policy checkpoint over all seeds (headline mode, within the budget)
   to DIR with best_policy.json (where it comes from, its evaluation, its held-out evaluation when the kit has made it
   (`heldout`: HELDOUT_EPISODES episodes from evaluate.seed HELDOUT_SEED; else None), the command that evaluates it

@@ -6,6 +6,8 @@ final policy (at the budget) are evaluated again on HELDOUT_EPISODES episodes wh
 HELDOUT_SEED, never used for selection. Steps are environment steps; success rates fractions in [0, 1].
 """
 
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
 from reproduction import results
 from reproduction import statistics
 
@@ -15,7 +17,7 @@ HELDOUT_DIR = 'heldout'  # the held-out evaluations' eval_dir, in each seed's ru
 SUCCESS_THRESHOLD = 0.5  # a seed learns the task when its best policy's held-out success reaches this
 
 
-def heldout_steps(points, budget):
+def heldout_steps(points: Sequence[results.Point], budget: int) -> Tuple[Optional[int], Optional[int]]:
   """The policies of one seed (its selection curve of the headline mode) that the held-out view evaluates again:
   (best step, final step). best: `results.best_within(points, budget)`'s step; final: the last evaluated step <=
   budget, once the seed has been evaluated at a step >= budget (else None: the final policy does not exist yet)."""
@@ -25,7 +27,8 @@ def heldout_steps(points, budget):
   return (best.step if best else None), final
 
 
-def heldout_view(curves, heldout, budget, threshold=SUCCESS_THRESHOLD):
+def heldout_view(curves: Mapping[int, Sequence[results.Point]], heldout: Mapping[int, Sequence[results.Point]],
+                 budget: int, threshold: float = SUCCESS_THRESHOLD) -> Dict[str, Any]:
   """The views beside Table 1, for the headline mode.
 
   Args:
@@ -40,10 +43,10 @@ def heldout_view(curves, heldout, budget, threshold=SUCCESS_THRESHOLD):
     held-out values) as `statistics.seed_statistics` over the seeds that have them; 'reaching' {'threshold',
     'count', 'seeds', 'fraction'}: seeds whose held-out best >= threshold, of those with a held-out best.
   """
-  per_seed = {}
+  per_seed: Dict[int, Dict[str, Any]] = {}
   for seed in sorted(curves):
     best_step, final_step = heldout_steps(curves[seed], budget)
-    again = {p.step: p.success for p in heldout.get(seed, [])}
+    again: Dict[Optional[int], float] = {p.step: p.success for p in heldout.get(seed, [])}
     selected = results.best_within(curves[seed], budget)
     per_seed[seed] = {
         'best_step': best_step,

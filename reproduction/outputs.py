@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+from typing import Any, Dict, Iterable, List, Mapping, Sequence
 
 from reproduction import plot
 from reproduction import report
@@ -23,14 +24,14 @@ HELDOUT_FIELDS = ('seed', 'mode', 'goal', 'step', 'role', 'success_rate', 'mean_
                   'eval_seed')
 
 
-def _atomic_write(path, text):
+def _atomic_write(path: str, text: str) -> None:
   tmp = path + '.tmp'
   with open(tmp, 'w', encoding='utf-8', newline='') as f:
     f.write(text)
   os.replace(tmp, path)
 
 
-def _csv_text(fields, rows):
+def _csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
   out = io.StringIO()
   writer = csv.DictWriter(out, fieldnames=fields, lineterminator='\n')
   writer.writeheader()
@@ -39,7 +40,7 @@ def _csv_text(fields, rows):
   return out.getvalue()
 
 
-def _heldout_columns(view):
+def _heldout_columns(view: Mapping[str, Any]) -> Dict[str, Any]:
   columns = {
       'selection_iqm': view['selection']['iqm'],
       'selection_iqm_low': view['selection']['iqm_low'],
@@ -66,13 +67,13 @@ def _heldout_columns(view):
   return columns
 
 
-def _heldout_rows(result):
+def _heldout_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
   view = result.get('heldout')
   if not view:
     return []
   mode = result['primary_mode']
   goal = json.dumps(result['modes'][mode]['goal'])
-  rows = []
+  rows: List[Dict[str, Any]] = []
   for seed, points in sorted(view['points'].items()):
     chosen = view['per_seed'].get(seed, {})
     for p in points:
@@ -91,7 +92,7 @@ def _heldout_rows(result):
   return rows
 
 
-def write_outputs(result, out_dir, name):
+def write_outputs(result: Mapping[str, Any], out_dir: str, name: str) -> Dict[str, str]:
   """Writes `summary.aggregate`'s result to `out_dir` (regenerated each time from the seeds' results):
 
   * `per_seed.csv`: seed, mode, goal, step, success_rate, mean_final_distance, num_episodes;
@@ -109,7 +110,9 @@ def write_outputs(result, out_dir, name):
     the paths written.
   """
   os.makedirs(out_dir, exist_ok=True)
-  per_seed, curves, table = [], [], []
+  per_seed: List[Dict[str, Any]] = []
+  curves: List[Dict[str, Any]] = []
+  table: List[Dict[str, Any]] = []
   paper = result['paper']
   for mode, entry in result['modes'].items():
     goal = json.dumps(entry['goal'])
@@ -156,7 +159,7 @@ def write_outputs(result, out_dir, name):
     })
     if primary and result.get('heldout'):
       table[-1].update(_heldout_columns(result['heldout']))
-  paths = {}
+  paths: Dict[str, str] = {}
   for file, fields, rows in (('per_seed.csv', list(PER_SEED_FIELDS), per_seed), ('curves.csv', [
       'mode', 'goal', 'step', 'seeds', 'success_mean', 'success_se', 'final_distance_mean', 'final_distance_se'
   ], curves), ('table1.csv', [

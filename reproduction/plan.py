@@ -2,12 +2,15 @@
 launcher as run_train.py and run_eval.py will check them), the manifest `<root>/reproduce.json`, and the results
 read back from an earlier aggregate (`--results_from`)."""
 
+import argparse
 import csv
 import dataclasses
 import datetime
 import json
 import os
+from pathlib import Path
 import sys
+from typing import Any, Dict, List, Optional, Tuple
 
 from reproduction import heldout
 from reproduction import outputs
@@ -45,24 +48,25 @@ class Plan:
   root: str
   name: str
   protocol: protocols.Protocol
-  specs: list  # `seeds.SeedSpec` of every seed 0..K-1
-  resumes: dict  # seed -> (train resumes, eval resumes)
-  manifest: dict
+  specs: List[seeds.SeedSpec]  # every seed 0..K-1
+  resumes: Dict[int, Tuple[bool, ...]]  # seed -> (train resumes, eval resumes)
+  manifest: Dict[str, Any]
   parallel: int
   budget: int  # the Table 1 budget, environment steps
-  only: tuple = ()  # --only_seeds: the seeds this launch trains and evaluates; (): all
-  imported: dict = dataclasses.field(default_factory=dict)  # --results_from: seed -> rows evaluated elsewhere
-  imported_heldout: dict = dataclasses.field(default_factory=dict)  # the same for their held-out evaluations
+  only: Tuple[int, ...] = ()  # --only_seeds: the seeds this launch trains and evaluates; (): all
+  # --results_from: seed -> rows evaluated elsewhere; the same for their held-out evaluations.
+  imported: Dict[int, List[results.Row]] = dataclasses.field(default_factory=dict)
+  imported_heldout: Dict[int, List[results.Row]] = dataclasses.field(default_factory=dict)
 
-  def run_specs(self):
+  def run_specs(self) -> List[seeds.SeedSpec]:
     """The seeds this launch trains and evaluates (--only_seeds; default all)."""
     return [spec for spec in self.specs if not self.only or spec.seed in self.only]
 
-  def seed_rows(self):
+  def seed_rows(self) -> Dict[int, List[results.Row]]:
     """{seed: results.json rows}: a seed's own evaluations, or, where it has none here, its --results_from rows."""
     return {spec.seed: results.load_results(spec.eval_dir) or self.imported.get(spec.seed, []) for spec in self.specs}
 
-  def heldout_rows(self):
+  def heldout_rows(self) -> Dict[int, List[results.Row]]:
     """{seed: the rows of its held-out evaluations}, as `seed_rows`."""
     return {
         spec.seed: results.load_results(spec.heldout_dir) or self.imported_heldout.get(spec.seed, [])
@@ -70,11 +74,12 @@ class Plan:
     }
 
 
-def _binding_name(binding):
+def _binding_name(binding: str) -> str:
   return binding.split('=', 1)[0].strip()
 
 
-def default_parallel(cores, protocol, eval_episodes, policy_every, seeds_count):
+def default_parallel(cores: int, protocol: protocols.Protocol, eval_episodes: int, policy_every: int,
+                     seeds_count: int) -> int:
   """Seeds at once: one training per core, plus each evaluation's share of a core.
 
   An evaluation of E episodes x T steps x M modes every `policy_every` training steps costs about
@@ -85,14 +90,14 @@ def default_parallel(cores, protocol, eval_episodes, policy_every, seeds_count):
   return max(1, min(seeds_count, int(round(cores / (1.0 + share)))))
 
 
-def _cores():
+def _cores() -> int:
   try:
     return len(os.sched_getaffinity(0))
   except AttributeError:
     return os.cpu_count() or 1
 
 
-def core_slots(parallel):
+def core_slots(parallel: int) -> List[Tuple[int, ...]]:
   """The cores of each of `parallel` training slots: this process's cores in `parallel` equal contiguous groups
   (docs/hiro/training.md, "Process layout": one pinned single-thread process per core is 1.13x two unpinned
   processes at TensorFlow's default threads); [] when there are fewer cores than slots (nothing is pinned)."""
@@ -106,7 +111,7 @@ def core_slots(parallel):
   return [tuple(cores[i * size:(i + 1) * size]) for i in range(parallel)]
 
 
-def _check_args(args):
+def _check_args(args: argparse.Namespace) -> Tuple[int, ...]:
   for binding in args.gin_param:
     if _binding_name(binding) in KIT_BINDINGS:
       flag = KIT_BINDINGS[_binding_name(binding)]
@@ -121,7 +126,7 @@ def _check_args(args):
   return only
 
 
-def _configuration(args):
+def _configuration(args: argparse.Namespace) -> Tuple[List[Path], protocols.Protocol, str, str]:
   """(config paths, protocol, gin config text, name) of the command line's configuration, parsed by the launcher."""
   import launcher  # pylint: disable=g-import-not-at-top  (imports TensorFlow: only when planning)
   launcher.prepare_process()
@@ -136,10 +141,11 @@ def _configuration(args):
   except (launcher.LaunchError, ValueError) as e:
     raise KitError(str(e)) from None
   import gin  # pylint: disable=g-import-not-at-top
-  return config_paths, protocol, gin.config_str(), launcher.config_name(config_paths)
+  config: str = gin.config_str()
+  return config_paths, protocol, config, launcher.config_name(config_paths)
 
 
-def _resumes(seed, train_args, eval_args):
+def _resumes(seed: int, train_args: List[str], eval_args: List[str]) -> Tuple[bool, ...]:
   """(train resumes, eval resumes) of a seed's commands, as the launcher plans them; raises KitError."""
   from absl import flags  # pylint: disable=g-import-not-at-top
 
@@ -155,7 +161,7 @@ def _resumes(seed, train_args, eval_args):
   return tuple(checks)
 
 
-def make_plan(args):
+def make_plan(args: argparse.Namespace) -> Plan:
   """Resolves the configuration and checks every seed's run and eval directories with the launcher (as run_train.py
   and run_eval.py will); writes nothing. Raises KitError."""
   only = _check_args(args)
@@ -171,7 +177,8 @@ def make_plan(args):
   configs = [str(p) for p in config_paths]
   user = [arg for binding in args.gin_param for arg in ('--gin_param', binding)]
   python, run_eval = sys.executable, os.path.join(REPO_ROOT, 'run_eval.py')
-  specs, resumes = [], {}
+  specs: List[seeds.SeedSpec] = []
+  resumes: Dict[int, Tuple[bool, ...]] = {}
   for seed in range(args.seeds):
     train_dir = os.path.join(root, f'seed_{seed}')
     eval_dir = os.path.join(train_dir, 'eval')
@@ -211,7 +218,8 @@ def make_plan(args):
       'run_length': length,
       'seeds': args.seeds,
   }
-  imported, imported_heldout = {}, {}
+  imported: Dict[int, List[results.Row]] = {}
+  imported_heldout: Dict[int, List[results.Row]] = {}
   for path in args.results_from:
     for seed, rows in load_per_seed_csv(path, protocol, args.seeds).items():
       imported.setdefault(seed, []).extend(rows)
@@ -224,7 +232,7 @@ def make_plan(args):
               imported_heldout=imported_heldout)
 
 
-def parse_only_seeds(value, seeds_count):
+def parse_only_seeds(value: Optional[str], seeds_count: int) -> Tuple[int, ...]:
   """--only_seeds '2' or '1,2' -> (1, 2); None -> (). Raises KitError."""
   if value is None:
     return ()
@@ -238,11 +246,11 @@ def parse_only_seeds(value, seeds_count):
   return only
 
 
-def load_per_seed_csv(path, protocol, seeds_count):
+def load_per_seed_csv(path: str, protocol: protocols.Protocol, seeds_count: int) -> Dict[int, List[results.Row]]:
   """--results_from: the rows of a per_seed.csv written by an earlier aggregate (`outputs.write_outputs`), as
   results.json rows by seed (seeds 0..seeds_count-1 only), each marked 'imported_from': path. Raises KitError when
   the file is not such a table or is of another task (a mode this protocol lacks, or another goal)."""
-  out = {}
+  out: Dict[int, List[results.Row]] = {}
   try:
     with open(path, newline='', encoding='utf-8') as f:
       reader = csv.DictReader(f)
@@ -277,13 +285,13 @@ def load_per_seed_csv(path, protocol, seeds_count):
   return out
 
 
-def check_manifest(plan):
+def check_manifest(plan: Plan) -> Optional[Dict[str, Any]]:
   """Refuses a root that holds a reproduction of another configuration (reproduce.json); returns the old one."""
   path = os.path.join(plan.root, MANIFEST)
   if not os.path.exists(path):
     return None
   with open(path, encoding='utf-8') as f:
-    old = json.load(f)
+    old: Dict[str, Any] = json.load(f)
   keys = ('gin_config', 'policy_every', 'eval_episodes')
   differ = [k for k in keys if old.get(k) != plan.manifest[k]]
   if old.get('protocol', {}).get('primary_mode') != plan.protocol.primary_mode:
@@ -296,7 +304,7 @@ def check_manifest(plan):
   return old
 
 
-def write_manifest(plan, old, args):
+def write_manifest(plan: Plan, old: Optional[Dict[str, Any]], args: argparse.Namespace) -> None:
   """Records the reproduction in <root>/reproduce.json; earlier launches are kept in its 'launches' list."""
   data = dict(plan.manifest)
   launches = list(old.get('launches', [])) if old else []

@@ -3,21 +3,23 @@ rate of each seed and their mean +- s.e. against environment steps, with the pap
 policies in the headline mode; then the headline mode's mean final distance (maze units) against the success
 distance. The title states the task, the seeds, the budget and the paper's value."""
 
+from typing import Any, Dict, List, Mapping
+
 from figures import curves
 from reproduction import summary
 from uvf import protocol as uvf_protocol
 
 
-def _seed_colours(result):
+def _seed_colours(result: Mapping[str, Any]) -> Dict[Any, str]:
   """{seed: colour} of the seeds with evaluations (the headline mode's), in seed order."""
   evaluated = [seed for seed, points in sorted(result['modes'][result['primary_mode']]['per_seed'].items()) if points]
   return {seed: curves.PALETTE[k % len(curves.PALETTE)] for k, seed in enumerate(evaluated)}
 
 
-def _curve_series(result, mode, key, colours):
+def _curve_series(result: Mapping[str, Any], mode: str, key: str, colours: Mapping[Any, str]) -> List[curves.Series]:
   """The seeds' thin lines and the mean's thick one with its +- s.e. band; key: 'success' or 'distance'."""
   entry = result['modes'][mode]
-  series = []
+  series: List[curves.Series] = []
   for seed, points in sorted(entry['per_seed'].items()):
     if points:
       series.append(
@@ -34,10 +36,10 @@ def _curve_series(result, mode, key, colours):
   return series
 
 
-def _heldout_series(result, colours):
+def _heldout_series(result: Mapping[str, Any], colours: Mapping[Any, str]) -> List[curves.Series]:
   """Each seed's best and final policies evaluated again (diamonds and squares in the seed's colour)."""
   view = result.get('heldout')
-  series = []
+  series: List[curves.Series] = []
   if not view:
     return series
   for key, marker, text in (('best', 'D', 'best'), ('final', 's', 'final')):
@@ -51,7 +53,7 @@ def _heldout_series(result, colours):
   return series
 
 
-def _title(result, name):
+def _title(result: Mapping[str, Any], name: str) -> str:
   """'AntPush (ant_push): 5 seeds (3 evaluated), 3M steps; paper 0.92 +- 0.04 at 10M (Table 1)'."""
   seeds = len(result['seeds'])
   evaluated = sum(1 for points in result['modes'][result['primary_mode']]['per_seed'].values() if points)
@@ -64,7 +66,8 @@ def _title(result, name):
   return title
 
 
-def draw_png(result, path, name, width=1000, panel_height=260):
+def draw_png(result: Mapping[str, Any], path: str, name: str, width: int = 1000,
+             panel_height: int = 260) -> Dict[str, Any]:
   """The curves of `aggregate`'s result as a PNG (`figures.curves`): one panel per eval mode, the headline mode first,
   with the success rate of each seed (thin, the spread), the mean over seeds (thick) with its +- s.e. band and, in
   the headline mode, the paper's Table 1 value (dashed red) and the held-out policies; then the headline mode's mean
@@ -83,11 +86,11 @@ def draw_png(result, path, name, width=1000, panel_height=260):
   primary = result['primary_mode']
   modes = [primary] + [m for m in result['modes'] if m != primary]
   colours = _seed_colours(result)
-  panels = []
+  panels: List[curves.Panel] = []
   for mode in modes:
     goal = result['modes'][mode]['goal']
     series = _curve_series(result, mode, 'success', colours)
-    hlines = []
+    hlines: List[curves.HLine] = []
     if mode == primary:
       series += _heldout_series(result, colours)
       paper = result['paper']

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+from typing import Any, Dict, List, Optional, Sequence
 
 from rundir import errors
 from rundir import lock
@@ -40,13 +41,13 @@ class Stopped(str):
   """A seed job's end message when one of its processes was stopped by someone (it is not restarted)."""
 
 
-def holder(directory):
+def holder(directory: str) -> Optional[Dict[str, Any]]:
   """The process that writes `directory` now: the holder record of its `run.lock` ({'pid', 'host', 'started',
   'command'}; {} while the holder has not written its name yet), or None when nothing holds it."""
   return lock.current_holder(directory)
 
 
-def local_pid(record):
+def local_pid(record: Optional[Dict[str, Any]]) -> Optional[int]:
   """The pid of a holder record when the holder runs on this host (so that it can be signalled), else None."""
   if not record or record.get('host', socket.gethostname()) != socket.gethostname():
     return None
@@ -56,7 +57,7 @@ def local_pid(record):
     return None
 
 
-def describe(record):
+def describe(record: Optional[Dict[str, Any]]) -> str:
   """'pid 123' ('pid 123 on host h' for another host; 'a starting process' before it has written its name)."""
   if not record:
     return 'a starting process'
@@ -65,7 +66,7 @@ def describe(record):
   return f'pid {record.get("pid", "?")}{where}'
 
 
-def read_record(pid_file):
+def read_record(pid_file: str) -> Optional[Dict[str, Any]]:
   """The kit's record of the process it started ({'pid', 'command', 'started'}), or None."""
   try:
     with open(pid_file, encoding='utf-8') as f:
@@ -75,7 +76,7 @@ def read_record(pid_file):
   return record if isinstance(record, dict) else None
 
 
-def started_by_kit(pid_file, record):
+def started_by_kit(pid_file: str, record: Dict[str, Any]) -> bool:
   """Whether the holder `record` (`holder`) is the process the kit recorded in `pid_file`: the same pid on this
   host and, where the holder names its command, the same command (the kit's, less the interpreter)."""
   pid = local_pid(record)
@@ -86,12 +87,13 @@ def started_by_kit(pid_file, record):
   return not command or list(command) == list(started.get('command', []))[1:]
 
 
-def _die_with_parent():
+def _die_with_parent() -> None:
   """preexec_fn: the child gets SIGTERM when its parent dies (Linux prctl PR_SET_PDEATHSIG)."""
   ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
 
-def start_process(command, log_path, pid_file, cwd, detach, env=None, cpus=()):
+def start_process(command: List[str], log_path: str, pid_file: str, cwd: str, detach: bool,
+                  env: Optional[Dict[str, str]] = None, cpus: Sequence[int] = ()) -> subprocess.Popen[bytes]:
   """Starts `command` with its output appended to `log_path` (after a header line) and records it in `pid_file`.
 
   Args:
@@ -136,7 +138,7 @@ def start_process(command, log_path, pid_file, cwd, detach, env=None, cpus=()):
   return process
 
 
-def _signal_and_wait(pid, sig, wait_s):
+def _signal_and_wait(pid: int, sig: int, wait_s: float) -> None:
   """`sig` to `pid`, then SIGKILL if it has not exited within `wait_s` seconds. Through a pidfd (Linux): the signals
   reach that process even if it exits and its pid is reused meanwhile, and its exit is seen even while it waits,
   a zombie, for its parent (an earlier kit) to reap it."""
@@ -161,7 +163,7 @@ def _signal_and_wait(pid, sig, wait_s):
     os.close(handle)
 
 
-def ignores(pid, sig):
+def ignores(pid: int, sig: int) -> bool:
   """Whether process `pid` ignores signal `sig` (Linux: the SigIgn mask of /proc/<pid>/status); False if unknown."""
   try:
     with open(f'/proc/{pid}/status', encoding='ascii') as f:
@@ -173,7 +175,8 @@ def ignores(pid, sig):
   return False
 
 
-def stop(pid, sig=signal.SIGINT, wait_s=60.0, process=None):
+def stop(pid: int, sig: int = signal.SIGINT, wait_s: float = 60.0,
+         process: Optional[subprocess.Popen[bytes]] = None) -> None:
   """Sends `sig` to `pid` (a stop request: the run writes its checkpoint), then SIGKILL if it has not exited after
   `wait_s` seconds. `process`: its Popen when this process started it (then it is also reaped).
 
@@ -195,7 +198,7 @@ def stop(pid, sig=signal.SIGINT, wait_s=60.0, process=None):
     process.wait()
 
 
-def log_tail(path, lines=15):
+def log_tail(path: str, lines: int = 15) -> str:
   """The last `lines` lines of a log ('' when there is none)."""
   try:
     with open(path, 'rb') as f:

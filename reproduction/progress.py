@@ -5,6 +5,7 @@ is read). Steps are environment steps (global steps); times are seconds since th
 
 import os
 import time
+from typing import Dict, List, Optional, Sequence, Tuple, TypedDict
 
 from rundir import checkpoints
 from rundir import progress as progress_file
@@ -14,11 +15,11 @@ POLICY_DIR = 'policy'  # a run's policy checkpoints, in its run directory (`trai
 FRESH_S = 600.0  # a progress record (or a checkpoint) older than this says nothing about the current speed
 
 
-def checkpoint_steps(directory):
+def checkpoint_steps(directory: str) -> Dict[int, float]:
   """{step: mtime of its index file} of the complete checkpoints `<directory>/model.ckpt-<step>` (index and every
   data shard present), by step: a run's full checkpoints (its directory) or its policy checkpoints
   (`<train_dir>/policy`)."""
-  found = {}
+  found: Dict[int, float] = {}
   for step, prefix in checkpoints.list_checkpoints(directory, complete_only=True):
     try:
       found[step] = os.path.getmtime(prefix + '.index')
@@ -27,12 +28,12 @@ def checkpoint_steps(directory):
   return found
 
 
-def policy_steps(train_dir):
+def policy_steps(train_dir: str) -> Dict[int, float]:
   """{step: mtime} of the complete policy checkpoints `<train_dir>/policy/model.ckpt-<step>`."""
   return checkpoint_steps(os.path.join(train_dir, POLICY_DIR))
 
 
-def full_checkpoint_step(train_dir):
+def full_checkpoint_step(train_dir: str) -> Optional[int]:
   """The step of the newest full checkpoint, the resume point: the one the `checkpoint` index file of `train_dir`
   names as `model_checkpoint_path` (read as text: no TensorFlow); None without one."""
   try:
@@ -47,7 +48,7 @@ def full_checkpoint_step(train_dir):
   return None
 
 
-def _checkpoint_rate(points, now, fresh_s):
+def _checkpoint_rate(points: Sequence[Tuple[int, float]], now: float, fresh_s: float) -> Optional[float]:
   """Steps per second between the last two (step, time) checkpoint points, if the newest is recent; else None."""
   if len(points) < 2:
     return None
@@ -57,7 +58,17 @@ def _checkpoint_rate(points, now, fresh_s):
   return None
 
 
-def read_progress(train_dir, now=None, fresh_s=FRESH_S):
+class Progress(TypedDict):
+  """Where a training run stands (`read_progress`)."""
+  steps: int
+  full_checkpoint: Optional[int]
+  policy_steps: List[int]
+  rate: Optional[float]
+  updated: Optional[float]
+  state: Optional[str]
+
+
+def read_progress(train_dir: str, now: Optional[float] = None, fresh_s: float = FRESH_S) -> Progress:
   """Where a training run stands, from its files.
 
   The progress file (`rundir.progress.read_progress`) gives the step and speed of a run of this code; a run
@@ -80,9 +91,10 @@ def read_progress(train_dir, now=None, fresh_s=FRESH_S):
   steps = max([0, full or 0] + list(policies))
   # Checkpoints give (step, time) points: the full ones (2 kept, every save_interval_secs) and the policy ones.
   points = sorted(set(policies.items()) | set(checkpoint_steps(train_dir).items()), key=lambda p: (p[1], p[0]))
-  rate, updated = None, (points[-1][1] if points else None)
+  rate: Optional[float] = None
+  updated = points[-1][1] if points else None
   record = progress_file.read_progress(train_dir)
-  state = None
+  state: Optional[str] = None
   if record is not None:
     state = record.get('state', 'running')
     written = float(record.get('time') or 0.0)

@@ -11,6 +11,7 @@ distances are maze units.
 """
 
 import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import gin
 
@@ -27,7 +28,7 @@ PAPER_EVAL_EPISODES = 50  # episodes per evaluation
 class PaperResult:
   """One task's HIRO row of Table 1: success of the best policy within `steps`, mean +- s.e. over `seeds`."""
   task: str  # create_maze_env.env_name
-  target: tuple  # the evaluation target (x, y) or (x, y, z), maze units
+  target: Tuple[float, ...]  # the evaluation target (x, y) or (x, y, z), maze units
   success: float  # fraction in [0, 1]
   standard_error: float
   steps: int = PAPER_STEPS
@@ -55,20 +56,20 @@ class Protocol:
     paper: the task's `PaperResult`, or None (no Table 1 entry).
   """
   task: str
-  modes: tuple
-  goals: dict
+  modes: Tuple[str, ...]
+  goals: Dict[str, Optional[List[float]]]
   primary_mode: str
   max_steps_per_episode: int
   eval_episodes: int
-  paper: PaperResult = None
+  paper: Optional[PaperResult] = None
 
-  def to_json(self):
+  def to_json(self) -> Dict[str, Any]:
     out = dataclasses.asdict(self)
     out['modes'] = list(self.modes)
     return out
 
   @classmethod
-  def from_json(cls, data):
+  def from_json(cls, data: Mapping[str, Any]) -> 'Protocol':
     data = dict(data)
     paper = data.pop('paper', None)
     if paper:
@@ -76,7 +77,7 @@ class Protocol:
     return cls(paper=paper, **dict(data, modes=tuple(data['modes'])))
 
 
-def _resolve(value):
+def _resolve(value: Any) -> Any:
   """A queried gin value with its %MACRO references (also in lists / tuples / dicts) replaced by their values."""
   if isinstance(value, gin.config.ConfigurableReference) and value.selector == 'gin.macro':
     return _resolve(gin.query_parameter('%' + '/'.join(value.scopes)))
@@ -87,20 +88,20 @@ def _resolve(value):
   return value
 
 
-def _query(name, default=None):
+def _query(name: str, default: Any = None) -> Any:
   try:
     return _resolve(gin.query_parameter(name))
   except ValueError:
     return default
 
 
-def same_point(a, b, tolerance=1e-6):
+def same_point(a: Optional[Sequence[float]], b: Sequence[float], tolerance: float = 1e-6) -> bool:
   """Whether the points (sequences of numbers) `a` and `b` agree to `tolerance` in every coordinate; False if `a`
   is None or their lengths differ."""
   return a is not None and len(a) == len(b) and all(abs(float(x) - float(y)) < tolerance for x, y in zip(a, b))
 
 
-def protocol_from_gin(primary_mode=None):
+def protocol_from_gin(primary_mode: Optional[str] = None) -> Protocol:
   """The `Protocol` of the parsed (not necessarily finalised) gin configuration.
 
   Args:
@@ -119,7 +120,7 @@ def protocol_from_gin(primary_mode=None):
                      'train_uvf.max_steps_per_episode (use a top-level HIRO config such as configs/ant_maze.gin).')
   modes = tuple(modes)
   samplers = _query('meta/Context.samplers', {}) or {}
-  goals = {}
+  goals: Dict[str, Optional[List[float]]] = {}
   for mode in modes:
     refs = samplers.get(mode) or [None]
     ref = refs[0]
@@ -149,7 +150,7 @@ def protocol_from_gin(primary_mode=None):
 # Budgets: --steps N <-> train_uvf.num_episodes_train.
 
 
-def num_episodes_for_steps(steps, max_steps_per_episode):
+def num_episodes_for_steps(steps: int, max_steps_per_episode: int) -> int:
   """`train_uvf.num_episodes_train` for a run of at least `steps` environment steps: ceil(steps / T).
 
   The run then stops at `run_length(...)` = num_episodes x T + 100 steps (3,000,000 steps, T = 500: 6000 episodes,
@@ -160,6 +161,6 @@ def num_episodes_for_steps(steps, max_steps_per_episode):
   return -(-int(steps) // int(max_steps_per_episode))
 
 
-def run_length(num_episodes, max_steps_per_episode):
+def run_length(num_episodes: int, max_steps_per_episode: int) -> int:
   """The global step at which train_uvf stops: num_episodes x T + 100 (environment steps)."""
   return int(num_episodes) * int(max_steps_per_episode) + uvf_protocol.EXTRA_STEPS

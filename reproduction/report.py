@@ -5,6 +5,8 @@ Both take `summary.aggregate`'s result, or the same read back from `summary.json
 Success rates are fractions in [0, 1]; steps are environment steps.
 """
 
+from typing import Any, List, Mapping
+
 from reproduction import statistics
 from reproduction import summary
 
@@ -14,16 +16,16 @@ SEEDS_HEADER = ('| seed | best within {budget}, as selected (step) | best policy
                 'held out |', '|---|---|---|---|')
 
 
-def _seeds(count, of):
+def _seeds(count: int, of: int) -> str:
   return f'{count} of {of}' if count != of else f'{count}'
 
 
-def _reaching(reach):
+def _reaching(reach: Mapping[str, Any]) -> str:
   """'2 of 3' of a `statistics.seeds_reaching` dict, 'n/a' without seeds."""
   return f'{reach["count"]} of {reach["seeds"]}' if reach['seeds'] else 'n/a'
 
 
-def views_table(result):
+def views_table(result: Mapping[str, Any]) -> List[str]:
   """Markdown lines: header, then ours in every view of the headline mode, with the number of seeds behind each.
 
   Rows: the Table 1 view (each seed's best policy within the budget as selected on the evaluation episodes, mean ±
@@ -56,7 +58,7 @@ def views_table(result):
   return list(VIEWS_HEADER) + [f'| {SOURCE} | {a} | {b} | {c} |' for a, b, c in rows]
 
 
-def seeds_table(result):
+def seeds_table(result: Mapping[str, Any]) -> List[str]:
   """Markdown lines: header, then one row per seed: its best policy within the budget as selected (success and
   step; for a seed still training, how far it has been evaluated), and the held-out success of that policy and of
   its final one ('-': not evaluated)."""
@@ -77,6 +79,6 @@ def seeds_table(result):
   return lines
 
 
-def markdown(result):
+def markdown(result: Mapping[str, Any]) -> str:
   """The text of `table.md`: `views_table`, a blank line, `seeds_table`."""
   return '\n'.join(views_table(result) + [''] + seeds_table(result)) + '\n'

@@ -9,9 +9,12 @@ A results row is a dict with 'step' (global step of the policy checkpoint, envir
 import dataclasses
 import json
 import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from reproduction import statistics
 from uvf import protocol as uvf_protocol
+
+Row = Dict[str, Any]  # a results.json row (module docstring)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +26,7 @@ class Point:
   episodes: int
 
 
-def load_results(eval_dir):
+def load_results(eval_dir: str) -> List[Row]:
   """The rows of `<eval_dir>/results.json`, [] when there is none yet.
 
   Raises:
@@ -42,14 +45,14 @@ def load_results(eval_dir):
   return rows
 
 
-def seed_curves(rows, modes=None):
+def seed_curves(rows: Iterable[Row], modes: Optional[Sequence[str]] = None) -> Dict[str, List[Point]]:
   """{mode: [Point, ...] by step} from result rows; a step evaluated twice keeps its last row.
 
   Args:
     rows: results.json rows.
     modes: None (every mode in the rows) or the modes to keep (each present, possibly empty).
   """
-  by_mode = {mode: {} for mode in (modes or ())}
+  by_mode: Dict[str, Dict[int, Point]] = {mode: {} for mode in (modes or ())}
   for row in rows:
     mode = row['mode']
     if modes is not None and mode not in by_mode:
@@ -60,15 +63,15 @@ def seed_curves(rows, modes=None):
   return {mode: [points[s] for s in sorted(points)] for mode, points in by_mode.items()}
 
 
-def evaluated_steps(rows, modes):
+def evaluated_steps(rows: Iterable[Row], modes: Iterable[str]) -> Set[int]:
   """The steps that have a row for every mode of `modes`."""
-  found = {}
+  found: Dict[int, Set[str]] = {}
   for row in rows:
     found.setdefault(int(row['step']), set()).add(row['mode'])
   return {step for step, done in found.items() if set(modes) <= done}
 
 
-def best_within(points, budget):
+def best_within(points: Iterable[Point], budget: float) -> Optional[Point]:
   """The best evaluation at a step <= budget: the Point with the highest success rate (the earliest of equal
   ones), or None if there is none."""
   best = None
@@ -78,7 +81,7 @@ def best_within(points, budget):
   return best
 
 
-def across_seeds(curves, budget=None):
+def across_seeds(curves: Mapping[int, Sequence[Point]], budget: Optional[int] = None) -> List[Dict[str, Any]]:
   """The mean curve over seeds (the Figure 4 view).
 
   Args:
@@ -89,7 +92,7 @@ def across_seeds(curves, budget=None):
     [dict(step, seeds (n), success_mean, success_se, distance_mean, distance_se)] by step; at each step, the seeds
     that have an evaluation there (seeds progress at different speeds; `seeds` says how many).
   """
-  by_step = {}
+  by_step: Dict[int, List[Point]] = {}
   for points in curves.values():
     for point in points:
       if budget is None or point.step <= budget:
@@ -110,7 +113,7 @@ def across_seeds(curves, budget=None):
   return out
 
 
-def table1(curves, budget):
+def table1(curves: Mapping[int, Sequence[Point]], budget: int) -> Dict[str, Any]:
   """The Table 1 view of one mode: each seed's best success within `budget` steps, then mean +- s.e. over seeds.
 
   Args:
@@ -122,14 +125,16 @@ def table1(curves, budget):
     an evaluation); 'complete' (seeds evaluated at a step >= budget, so that their best is final);
     'success_mean', 'success_se'.
   """
-  per_seed, bests, complete = {}, [], 0
+  per_seed: Dict[int, Optional[Dict[str, Any]]] = {}
+  bests: List[float] = []
+  complete = 0
   for seed in sorted(curves):
     best = best_within(curves[seed], budget)
     last = max((p.step for p in curves[seed]), default=None)
     per_seed[seed] = None if best is None else {'success': best.success, 'step': best.step, 'last_step': last}
     if best is not None:
       bests.append(best.success)
-      complete += int(last >= budget)
+      complete += int(last is not None and last >= budget)  # (a seed with a best has a last step)
   mean, se, n = statistics.mean_standard_error(bests)
   return {
       'budget': int(budget),
@@ -141,7 +146,7 @@ def table1(curves, budget):
   }
 
 
-def figure4(curve):
+def figure4(curve: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
   """The Figure 4 view of one mode from `across_seeds`' rows: the peak of the mean curve and its last point."""
   if not curve:
     return {'peak_success_mean': None, 'peak_step': None, 'last_step': None, 'last_success_mean': None}
@@ -154,7 +159,7 @@ def figure4(curve):
   }
 
 
-def best_policy(seed_rows, mode, budget):
+def best_policy(seed_rows: Mapping[int, Sequence[Row]], mode: str, budget: int) -> Optional[Tuple[int, Row]]:
   """The best policy of a task over all its seeds (the checkpoint to publish): among the rows of `mode` at a step
   <= `budget` (a step evaluated twice: its last row), the highest success rate, then the lowest mean final distance,
   then the earliest step and lowest seed.

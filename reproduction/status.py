@@ -3,6 +3,7 @@ seconds), and the aggregate rewritten when the seeds' results change."""
 
 import os
 import time
+from typing import Any, Dict, List, Optional, Set, TYPE_CHECKING
 
 from reproduction import heldout
 from reproduction import outputs
@@ -14,10 +15,14 @@ from reproduction import summary
 from rundir import formatting
 from uvf import protocol as uvf_protocol
 
+if TYPE_CHECKING:
+  from reproduction import plan as plans
+
 AGGREGATE_DIR = 'aggregate'
 
 
-def _state(spec, record, train, evaluation, done, imported):
+def _state(spec: seeds.SeedSpec, record: progress.Progress, train: Optional[Dict[str, Any]],
+           evaluation: Optional[Dict[str, Any]], done: Set[int], imported: bool) -> str:
   """The state column of one seed: what runs (`train`, `evaluation`: the holders of its directories' locks, or None)
   or where it stopped (`record`: `progress.read_progress`; `done`: its evaluated steps; `imported`: whether its
   evaluations come from --results_from)."""
@@ -40,7 +45,8 @@ def _state(spec, record, train, evaluation, done, imported):
   return state
 
 
-def _seed_line(plan, spec, rows, heldout_rows, now):
+def _seed_line(plan: 'plans.Plan', spec: seeds.SeedSpec, rows: List[results.Row], heldout_rows: List[results.Row],
+               now: float) -> str:
   primary = plan.protocol.primary_mode
   record = progress.read_progress(spec.train_dir, now)
   imported = bool(rows) and 'imported_from' in rows[0]
@@ -54,9 +60,9 @@ def _seed_line(plan, spec, rows, heldout_rows, now):
     estimate = min(spec.run_length, int(record['steps'] + rate * max(0.0, now - (record['updated'] or now))))
     steps, eta = f'~{estimate}', (spec.run_length - estimate) / rate
   latest = f'{curve[-1].success:.2f} @ {summary.steps_label(curve[-1].step)}' if curve else ''
-  best = results.best_within(curve, plan.budget)
-  best = f'{best.success:.2f} @ {summary.steps_label(best.step)}' if best else ''
-  again = {p.step: p.success for p in results.seed_curves(heldout_rows, [primary])[primary]}
+  best_point = results.best_within(curve, plan.budget)
+  best = f'{best_point.success:.2f} @ {summary.steps_label(best_point.step)}' if best_point else ''
+  again: Dict[Optional[int], float] = {p.step: p.success for p in results.seed_curves(heldout_rows, [primary])[primary]}
   held = ' / '.join(
       '-' if again.get(step) is None else f'{again[step]:.2f}' for step in heldout.heldout_steps(curve, plan.budget))
   evaluated = f'{len(done & set(record["policy_steps"]))}/{len(record["policy_steps"])}'
@@ -67,7 +73,7 @@ def _seed_line(plan, spec, rows, heldout_rows, now):
           f'{eta_text:>7}  {evaluated:>9}  {latest:>20}  {best:>22}  {held if curve else "":>22}')
 
 
-def status_table(plan, now=None):
+def status_table(plan: 'plans.Plan', now: Optional[float] = None) -> str:
   """The per-seed table of --status: state, steps (of the run length), speed, ETA, policies evaluated, the latest
   and best success of the headline mode, and the held-out best / final policies."""
   now = time.time() if now is None else now
@@ -83,7 +89,7 @@ def status_table(plan, now=None):
   return '\n'.join(lines)
 
 
-def refresh(plan, write=True):
+def refresh(plan: 'plans.Plan', write: bool = True) -> List[str]:
   """Aggregates the seeds' evaluations; writes <root>/aggregate/ when `write`. Returns the summary lines."""
   result = summary.aggregate(plan.seed_rows(), plan.protocol, plan.budget, plan.heldout_rows())
   if write:
@@ -94,12 +100,13 @@ def refresh(plan, write=True):
 class Refresher(object):
   """Rewrites the aggregate when a seed's results change; prints the status table every `report_every` s."""
 
-  def __init__(self, plan, report_every):
+  def __init__(self, plan: 'plans.Plan', report_every: float) -> None:
     self.plan, self.report_every = plan, report_every
-    self.signature, self.last_report = None, time.time()
+    self.signature: Optional[List[Optional[float]]] = None
+    self.last_report = time.time()
 
-  def __call__(self, force=False):
-    signature = []
+  def __call__(self, force: bool = False) -> None:
+    signature: List[Optional[float]] = []
     for spec in self.plan.specs:
       for directory in (spec.eval_dir, spec.heldout_dir):
         path = os.path.join(directory, uvf_protocol.RESULTS_JSON)

@@ -1,12 +1,17 @@
 """Everything the kit reports about many seeds (`aggregate`, JSON-ready), and its human-readable lines."""
 
 import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TYPE_CHECKING
 
 from reproduction import heldout
 from reproduction import results
 
+if TYPE_CHECKING:
+  from reproduction import protocol as protocols
 
-def aggregate(seed_rows, protocol, budget, heldout_rows=None):
+
+def aggregate(seed_rows: Mapping[int, Sequence[results.Row]], protocol: 'protocols.Protocol', budget: int,
+              heldout_rows: Optional[Mapping[int, Sequence[results.Row]]] = None) -> Dict[str, Any]:
   """Everything the kit reports, JSON-ready.
 
   Args:
@@ -20,7 +25,8 @@ def aggregate(seed_rows, protocol, budget, heldout_rows=None):
     dict]}, 'curve' (`results.across_seeds`), 'table1', 'figure4'}}), 'primary_mode', 'paper', and 'heldout'
     (`heldout.heldout_view` of the primary mode, with 'eval_seed', 'episodes' and 'points' {seed: [Point as dict]}).
   """
-  modes, curves_of = {}, {}
+  modes: Dict[str, Dict[str, Any]] = {}
+  curves_of: Dict[str, Dict[int, List[results.Point]]] = {}
   for mode in protocol.modes:
     curves = curves_of[mode] = {seed: results.seed_curves(rows, [mode])[mode] for seed, rows in seed_rows.items()}
     curve = results.across_seeds(curves, budget)
@@ -51,7 +57,7 @@ def aggregate(seed_rows, protocol, budget, heldout_rows=None):
   }
 
 
-def steps_label(steps):
+def steps_label(steps: float) -> str:
   """'3M', '400k', '50k', '700' (environment steps)."""
   if steps >= 1e6:
     return f'{steps / 1e6:.3g}M'
@@ -60,7 +66,7 @@ def steps_label(steps):
   return f'{steps:.0f}'
 
 
-def format_mean_se(mean, se, digits=2):
+def format_mean_se(mean: Optional[float], se: Optional[float], digits: int = 2) -> str:
   """'0.93 +- 0.02', '0.93 (1 seed)' or 'n/a'."""
   if mean is None:
     return 'n/a'
@@ -69,7 +75,7 @@ def format_mean_se(mean, se, digits=2):
   return f'{mean:.{digits}f} +- {se:.{digits}f}'
 
 
-def format_statistics(stats, digits=2, markdown=False):
+def format_statistics(stats: Optional[Mapping[str, Any]], digits: int = 2, markdown: bool = False) -> str:
   """'0.80 +- 0.10 (IQM 0.83, 95% CI 0.52-1.00)' of a `statistics.seed_statistics` dict (markdown: '0.80 ± 0.10 (IQM
   0.83 [0.52, 1.00])'), '0.80' for one seed, or 'n/a'."""
   if not stats or stats['mean'] is None:
@@ -82,7 +88,7 @@ def format_statistics(stats, digits=2, markdown=False):
   return f'{format_mean_se(stats["mean"], stats["se"], digits)} (IQM {stats["iqm"]:.{digits}f}, 95% CI {low}-{high})'
 
 
-def summary_lines(result):
+def summary_lines(result: Mapping[str, Any]) -> List[str]:
   """Human-readable Table 1 and Figure 4 lines of `aggregate`'s result, primary mode first."""
   budget = result['budget']
   lines = []
@@ -105,7 +111,7 @@ def summary_lines(result):
   return lines
 
 
-def heldout_lines(result):
+def heldout_lines(result: Mapping[str, Any]) -> List[str]:
   """The views beside Table 1 (`heldout.heldout_view`), one line each; [] for a result without them."""
   view = result.get('heldout')
   if not view:
@@ -114,7 +120,7 @@ def heldout_lines(result):
   reach = view['reaching']
   fraction = (f'{reach["count"]} of {reach["seeds"]} seeds' if reach['seeds'] else 'n/a')
 
-  def seeds(stats):
+  def seeds(stats: Mapping[str, Any]) -> str:
     return f' over {stats["seeds"]} seed{"s" if stats["seeds"] != 1 else ""}' if stats['seeds'] else ''
 
   return [

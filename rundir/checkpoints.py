@@ -27,11 +27,12 @@ import glob
 import os
 import re
 import shutil
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from absl import logging
 
 from rundir import errors
+from rundir import storage
 
 CHECKPOINT_NAME = 'model.ckpt'  # the original's naming of both systems: <directory>/model.ckpt-<n>
 INDEX_FILE = 'checkpoint'  # the index file of a directory (`tf.train.get_checkpoint_state`)
@@ -43,7 +44,7 @@ _SHARD = re.compile(r'\.data-(\d{5})-of-(\d{5})$')
 # Files: the standard library for local paths, tf.io.gfile for URLs.
 
 
-def _tf():
+def _tf() -> Any:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (only where a checkpoint or a URL is read)
   return tf
 
@@ -57,15 +58,15 @@ def _glob(pattern: str) -> List[str]:
 
 
 def _exists(path: str) -> bool:
-  return _tf().io.gfile.exists(path) if _is_url(path) else os.path.exists(path)
+  return bool(_tf().io.gfile.exists(path)) if _is_url(path) else os.path.exists(path)
 
 
 def _isdir(path: str) -> bool:
-  return _tf().io.gfile.isdir(path) if _is_url(path) else os.path.isdir(path)
+  return bool(_tf().io.gfile.isdir(path)) if _is_url(path) else os.path.isdir(path)
 
 
 def _size(path: str) -> int:
-  return _tf().io.gfile.stat(path).length if _is_url(path) else os.path.getsize(path)
+  return int(_tf().io.gfile.stat(path).length) if _is_url(path) else os.path.getsize(path)
 
 
 def _rename(source: str, target: str) -> None:
@@ -104,7 +105,7 @@ def error_text(error: BaseException) -> str:
 # Scanning.
 
 
-def step_of(path) -> Optional[int]:
+def step_of(path: storage.PathLike) -> Optional[int]:
   """n of a checkpoint prefix `.../<name>-<n>` or of one of its files (`.index`, `.data-00000-of-00001`); None
   when the name is not numbered (e.g. 'model.ckpt')."""
   path = re.sub(r'\.(index|data-\d+-of-\d+|meta)$', '', os.path.basename(os.fspath(path)))
@@ -112,7 +113,8 @@ def step_of(path) -> Optional[int]:
   return int(match.group(1)) if match else None
 
 
-def list_checkpoints(directory, name: str = CHECKPOINT_NAME, complete_only: bool = False) -> List[Tuple[int, str]]:
+def list_checkpoints(directory: storage.PathLike, name: str = CHECKPOINT_NAME,
+                     complete_only: bool = False) -> List[Tuple[int, str]]:
   """The checkpoints `<directory>/<name>-<n>` found by their index files, not by the `checkpoint` index file.
 
   Args:
@@ -134,26 +136,27 @@ def list_checkpoints(directory, name: str = CHECKPOINT_NAME, complete_only: bool
   return sorted(found)
 
 
-def checkpoint_files(prefix) -> List[str]:
+def checkpoint_files(prefix: storage.PathLike) -> List[str]:
   """The files of the checkpoint `prefix` that exist: its index file and data shards, sorted."""
   prefix = os.fspath(prefix)
   return sorted(_glob(glob.escape(prefix) + '.index') + _glob(glob.escape(prefix) + '.data-?????-of-?????'))
 
 
-def checkpoint_bytes(prefix) -> int:
+def checkpoint_bytes(prefix: storage.PathLike) -> int:
   """Bytes on disk of the checkpoint `prefix` (the files that exist)."""
   return sum(_size(path) for path in checkpoint_files(prefix))
 
 
-def complete_shards(prefix) -> Optional[List[str]]:
+def complete_shards(prefix: storage.PathLike) -> Optional[List[str]]:
   """The data shards of the checkpoint `prefix`, sorted, when its index file and every shard `.data-<i>-of-<N>`,
   i = 0 .. N-1, are there (and no shard of another N); None when it is not complete (being written, or broken)."""
   prefix = os.fspath(prefix)
   if not _exists(prefix + '.index'):
     return None
   shards = _glob(glob.escape(prefix) + '.data-*-of-*')
-  numbers = [_SHARD.search(path) for path in shards]
-  if not shards or not all(numbers):
+  found = [_SHARD.search(path) for path in shards]
+  numbers = [match for match in found if match is not None]
+  if not shards or len(numbers) != len(found):
     return None
   totals = {int(match.group(2)) for match in numbers}
   if len(totals) != 1 or sorted(int(match.group(1)) for match in numbers) != list(range(totals.pop())):
@@ -161,13 +164,13 @@ def complete_shards(prefix) -> Optional[List[str]]:
   return shards
 
 
-def is_complete(prefix) -> bool:
+def is_complete(prefix: storage.PathLike) -> bool:
   """Whether the checkpoint `prefix` has its index file and all its data shards (`complete_shards`). Says nothing
   of their contents: see `unreadable`."""
   return complete_shards(prefix) is not None
 
 
-def unreadable(prefix) -> Optional[str]:
+def unreadable(prefix: storage.PathLike) -> Optional[str]:
   """None when every tensor of the checkpoint `prefix` reads back (their checksums verified), else what failed as
   one line (`error_text`). A truncated, corrupt or half-written checkpoint shows here ('DataLossError: ...',
   'IndexError: Read less bytes than requested', a truncated index: 'not an sstable')."""
@@ -181,13 +184,13 @@ def unreadable(prefix) -> Optional[str]:
   return None
 
 
-def is_name_based(prefix) -> bool:
+def is_name_based(prefix: storage.PathLike) -> bool:
   """Whether the checkpoint `prefix` is a TF1 name-based one (written by `tf.compat.v1.train.Saver`: no object
   graph), e.g. an original checkpoint of efficient-hrl or deepmind/scalable_agent."""
   return OBJECT_GRAPH_KEY not in _tf().train.load_checkpoint(os.fspath(prefix)).get_variable_to_shape_map()
 
 
-def indexed_checkpoints(directory) -> List[str]:
+def indexed_checkpoints(directory: storage.PathLike) -> List[str]:
   """The prefixes the `checkpoint` index file of `directory` lists, oldest first ([] without a readable one). They
   may not exist."""
   tf = _tf()
@@ -198,7 +201,7 @@ def indexed_checkpoints(directory) -> List[str]:
   return list(state.all_model_checkpoint_paths) if state else []
 
 
-def set_aside_files(directory) -> List[str]:
+def set_aside_files(directory: storage.PathLike) -> List[str]:
   """The files in `directory` that `set_aside` renamed (`*.corrupt`, `*.corrupt.<k>`), sorted."""
   return _glob(os.path.join(glob.escape(os.fspath(directory)), f'*{CORRUPT_SUFFIX}*'))
 
@@ -207,7 +210,7 @@ def set_aside_files(directory) -> List[str]:
 # Repair.
 
 
-def set_aside(prefix) -> List[str]:
+def set_aside(prefix: storage.PathLike) -> List[str]:
   """Renames the files of the checkpoint `prefix` to `<file>.corrupt` (`<file>.corrupt.1`, ... when taken), so that
   no scan finds it and no later save of the same n overwrites it. Returns the new names."""
   renamed = []
@@ -221,12 +224,12 @@ def set_aside(prefix) -> List[str]:
   return renamed
 
 
-def remove_partial_saves(directory, name: str = CHECKPOINT_NAME) -> List[str]:
+def remove_partial_saves(directory: storage.PathLike, name: str = CHECKPOINT_NAME) -> List[str]:
   """Deletes what interrupted saves left in `directory`, each with a warning in the log: `<name>-<n>_temp` (TensorFlow
   writes a checkpoint there, then moves its files into place) and `checkpoint.tmp*` (an index file being replaced).
   Returns the paths removed ([] for a missing directory)."""
   directory = os.fspath(directory)
-  removed = []
+  removed: List[str] = []
   if not _isdir(directory):
     return removed
   for pattern in (glob.escape(os.path.join(directory, name)) + '-*_temp',
@@ -238,7 +241,7 @@ def remove_partial_saves(directory, name: str = CHECKPOINT_NAME) -> List[str]:
   return removed
 
 
-def write_index(directory, prefixes: Sequence[str]) -> None:
+def write_index(directory: storage.PathLike, prefixes: Sequence[str]) -> None:
   """Rewrites the `checkpoint` index file of `directory` to list `prefixes` (checkpoints in it, oldest first; the last
   is the latest) as `tf.train.CheckpointManager` writes it, with their index files' times, so that a manager made
   afterwards rotates them as its own.
@@ -256,7 +259,7 @@ def write_index(directory, prefixes: Sequence[str]) -> None:
                                              last_preserved_timestamp=min(times) - 1.)
 
 
-def add_to_index(prefix) -> None:
+def add_to_index(prefix: storage.PathLike) -> None:
   """Makes the checkpoint `prefix` the latest of the `checkpoint` index file of its directory, keeping the others
   listed (as `tf.compat.v1.train.Saver.save` does; no timestamps). Paths in that directory are written relative."""
   tf = _tf()
@@ -265,7 +268,7 @@ def add_to_index(prefix) -> None:
   state = tf.train.get_checkpoint_state(directory)
   previous = [p for p in (state.all_model_checkpoint_paths if state else []) if _absolute(p) != prefix]
 
-  def relative(p):
+  def relative(p: str) -> str:
     return os.path.basename(p) if os.path.dirname(_absolute(p)) == directory else p
 
   paths = [relative(p) for p in previous + [prefix]]
@@ -274,7 +277,7 @@ def add_to_index(prefix) -> None:
     f.write('\n'.join(lines) + '\n')
 
 
-def keep(prefix, directory) -> str:
+def keep(prefix: storage.PathLike, directory: storage.PathLike) -> str:
   """Keeps the complete checkpoint `prefix` as `<directory>/<its name>` (`directory` made if needed), out of reach of
   the rotation that deletes old checkpoints: hard links where the file system allows them (no space used), else
   copies. The files go into `<directory>.tmp`, which is then renamed: `directory` holds the whole checkpoint or does
@@ -334,11 +337,11 @@ class Resume(NamedTuple):
   index_rebuilt: bool  # whether the `checkpoint` index file was rewritten (a manager made before must re-read it)
 
 
-def newest_readable(directory, name: str = CHECKPOINT_NAME) -> Scan:
+def newest_readable(directory: storage.PathLike, name: str = CHECKPOINT_NAME) -> Scan:
   """Scans `directory` for `<name>-<n>` checkpoints (its files, not its index file) and reads them, newest first,
   until one reads back whole. Changes nothing."""
   found = [prefix for _, prefix in list_checkpoints(directory, name)]
-  bad = []
+  bad: List[Tuple[str, str]] = []
   for prefix in reversed(found):
     error = unreadable(prefix)
     if error is None:
@@ -352,8 +355,8 @@ def _listing(paths: Sequence[str], limit: int = 3) -> str:
   return ', '.join(names[:limit]) + (f', ... ({len(names) - limit} more)' if len(names) > limit else '')
 
 
-def resume(directory, name: str = CHECKPOINT_NAME, what: str = 'checkpoint', unit: str = 'step', start: str = 'step 0',
-           flag: str = '--train_dir', also_held: Sequence[str] = (),
+def resume(directory: storage.PathLike, name: str = CHECKPOINT_NAME, what: str = 'checkpoint', unit: str = 'step',
+           start: str = 'step 0', flag: str = '--train_dir', also_held: Sequence[str] = (),
            check: Optional[Callable[[str], None]] = None) -> Optional[Resume]:
   """The checkpoint a run in `directory` resumes from, after the repairs that needs; None for a fresh directory.
 

@@ -9,22 +9,23 @@ from pathlib import Path
 import socket
 import sys
 import time
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from rundir import errors
+from rundir import storage
 
 LOCK_FILE = 'run.lock'
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
-def describe(holder: dict) -> str:
+def describe(holder: Dict[str, Any]) -> str:
   """'PID 123 on host h, started 2026-12-05T10:00:00: python run_train.py ...' for a holder record."""
   command = ' '.join(holder.get('command', [])) or '?'
   return (f'PID {holder.get("pid", "?")} on host {holder.get("host", "?")}, started {holder.get("started", "?")}: '
           f'{command if len(command) <= 160 else command[:157] + "..."}')
 
 
-def _read_holder(fd: int) -> Optional[dict]:
+def _read_holder(fd: int) -> Optional[Dict[str, Any]]:
   os.lseek(fd, 0, os.SEEK_SET)
   text = os.read(fd, 65536).decode(errors='replace').strip()
   if not text:
@@ -36,7 +37,7 @@ def _read_holder(fd: int) -> Optional[dict]:
     return {'command': [text]}
 
 
-def holder_alive(holder: dict) -> bool:
+def holder_alive(holder: Dict[str, Any]) -> bool:
   """Without file locks: whether the holder named in a lock file still runs (a holder on another host: assumed)."""
   if holder.get('host') != socket.gethostname():
     return True
@@ -49,7 +50,7 @@ def holder_alive(holder: dict) -> bool:
   return True
 
 
-def current_holder(run_dir) -> Optional[dict]:
+def current_holder(run_dir: storage.PathLike) -> Optional[Dict[str, Any]]:
   """The process that holds the lock of `run_dir` now (its record: host, pid, started, command), or None.
 
   Reads without taking the lock for more than an instant: a free lock (or no lock file) gives None, also when the
@@ -100,15 +101,15 @@ class RunLock:
   processes hold locks on two different files.
   """
 
-  def __init__(self, run_dir):
+  def __init__(self, run_dir: storage.PathLike) -> None:
     self.run_dir = Path(run_dir)
     self.path = self.run_dir / LOCK_FILE
-    self.stale: Optional[dict] = None  # the holder named by a stale lock this process took over
+    self.stale: Optional[Dict[str, Any]] = None  # the holder named by a stale lock this process took over
     self._fd: Optional[int] = None
 
   describe = staticmethod(describe)
 
-  def _busy(self, holder: Optional[dict]) -> errors.RunDirectoryError:
+  def _busy(self, holder: Optional[Dict[str, Any]]) -> errors.RunDirectoryError:
     who = describe(holder) if holder else 'a process that has not written its name yet'
     return errors.RunDirectoryError(
         f'{self.run_dir} is in use by another process ({who}); one process writes a run directory at a time. Wait '

@@ -18,12 +18,14 @@ import json
 import os
 from pathlib import Path
 import time
-from typing import Optional
+from typing import Any, Dict, Optional
+
+from rundir import storage
 
 PROGRESS_FILE = 'progress.json'
 
 
-def write_progress(run_dir, step: int, **fields) -> bool:
+def write_progress(run_dir: storage.PathLike, step: int, **fields: Any) -> bool:
   """Replaces `<run_dir>/progress.json` with {'step': step, 'time': now, 'pid': this process, **fields}.
 
   Returns:
@@ -44,7 +46,7 @@ def write_progress(run_dir, step: int, **fields) -> bool:
     return False
 
 
-def read_progress(run_dir) -> Optional[dict]:
+def read_progress(run_dir: storage.PathLike) -> Optional[Dict[str, Any]]:
   """The last record of `<run_dir>/progress.json`, or None when there is none (or it cannot be read)."""
   try:
     record = json.loads((Path(run_dir) / PROGRESS_FILE).read_text())

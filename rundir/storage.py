@@ -8,7 +8,7 @@ from typing import Optional, Union
 from rundir import errors
 from rundir import formatting
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]  # a path: str or pathlib.Path
 
 
 def free_bytes(directory: PathLike) -> Optional[int]:

@@ -22,6 +22,7 @@ blocks in the order [i, c, f, o], a bias [4·hidden], and a forget bias of 1.0 a
 import collections
 import contextlib
 import math
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import sonnet as snt
 import tensorflow as tf
@@ -41,7 +42,7 @@ CONV_STAGES = ((16, 2), (32, 2), (32, 2))
 DEFAULT_FRAME_SHAPE = (72, 96, 3)
 
 
-def truncated_normal(fan_in):
+def truncated_normal(fan_in: int) -> Any:
   """Sonnet 1 / Sonnet 2 default for `w`: truncated normal (2 stddev), stddev 1/sqrt(fan_in)."""
   return snt.initializers.TruncatedNormal(stddev=1. / math.sqrt(fan_in))
 
@@ -49,13 +50,13 @@ def truncated_normal(fan_in):
 class _Conv2D(snt.Module):
   """3x3 convolution, stride 1, SAME padding, with bias: `snt.Conv2D(out, 3, stride=1, padding='SAME')`."""
 
-  def __init__(self, input_channels, output_channels, name='conv_2d'):
+  def __init__(self, input_channels: int, output_channels: int, name: str = 'conv_2d') -> None:
     super().__init__(name=name)
     self.w = tf.Variable(
         truncated_normal(9 * input_channels)([3, 3, input_channels, output_channels], tf.float32), name='w')
     self.b = tf.Variable(tf.zeros([output_channels]), name='b')
 
-  def __call__(self, x):
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
     """x: float32 [N, H, W, C_in] -> float32 [N, H, W, C_out]."""
     return tf.nn.bias_add(tf.nn.conv2d(x, self.w, strides=1, padding='SAME'), self.b)
 
@@ -63,12 +64,12 @@ class _Conv2D(snt.Module):
 class Linear(snt.Module):
   """Affine layer `x·w + b`, initialised as `snt.Linear`."""
 
-  def __init__(self, input_size, output_size, name='linear'):
+  def __init__(self, input_size: int, output_size: int, name: str = 'linear') -> None:
     super().__init__(name=name)
     self.w = tf.Variable(truncated_normal(input_size)([input_size, output_size], tf.float32), name='w')
     self.b = tf.Variable(tf.zeros([output_size]), name='b')
 
-  def __call__(self, x):
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
     """x: float32 [N, input_size] -> float32 [N, output_size]."""
     return tf.matmul(x, self.w) + self.b
 
@@ -85,7 +86,7 @@ class LSTMBlockCell(snt.Module):
   `input_projection` once for all steps (one large matmul) followed by `step` per time step.
   """
 
-  def __init__(self, input_size, hidden_size, name='lstm_cell'):
+  def __init__(self, input_size: int, hidden_size: int, name: str = 'lstm_cell') -> None:
     super().__init__(name=name)
     self.input_size = input_size
     self.hidden_size = hidden_size
@@ -93,15 +94,16 @@ class LSTMBlockCell(snt.Module):
     self.kernel = tf.Variable(glorot_uniform([input_size + hidden_size, 4 * hidden_size], tf.float32), name='kernel')
     self.bias = tf.Variable(tf.zeros([4 * hidden_size]), name='bias')
 
-  def input_projection(self, x):
+  def input_projection(self, x: tf.Tensor) -> tf.Tensor:
     """x: float32 [N, input_size] -> float32 [N, 4·hidden_size], the input part of the gates plus the bias."""
     return tf.matmul(x, self.kernel[:self.input_size]) + self.bias
 
-  def recurrent_kernel(self):
+  def recurrent_kernel(self) -> tf.Tensor:
     """The recurrent rows of `kernel`: float32 [hidden_size, 4·hidden_size]. Read it once per sequence."""
     return self.kernel[self.input_size:]
 
-  def step(self, projected_input, state, recurrent_kernel):
+  def step(self, projected_input: tf.Tensor, state: Tuple[tf.Tensor, tf.Tensor],
+           recurrent_kernel: tf.Tensor) -> Tuple[tf.Tensor, LSTMState]:
     """One step.
 
     Args:
@@ -119,7 +121,7 @@ class LSTMBlockCell(snt.Module):
     h = tf.tanh(c) * tf.sigmoid(o)
     return h, LSTMState(c, h)
 
-  def __call__(self, x, state):
+  def __call__(self, x: tf.Tensor, state: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[tf.Tensor, LSTMState]:
     """x: float32 [B, input_size]; state: (c, h) float32 [B, hidden] -> (h', LSTMState(c', h'))."""
     return self.step(self.input_projection(x), state, self.recurrent_kernel())
 
@@ -127,21 +129,21 @@ class LSTMBlockCell(snt.Module):
 class _ResidualBlock(snt.Module):
   """y = x + conv_2d_1(ReLU(conv_2d(ReLU(x)))), in variable scope `residual_<stage>_<block>`."""
 
-  def __init__(self, num_channels, name):
+  def __init__(self, num_channels: int, name: str) -> None:
     super().__init__(name=name)
     self._conv0 = _Conv2D(num_channels, num_channels, name='conv_2d')
     self._conv1 = _Conv2D(num_channels, num_channels, name='conv_2d_1')
 
-  def __call__(self, x):
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
     return x + self._conv1(tf.nn.relu(self._conv0(tf.nn.relu(x))))
 
 
 class ConvNet(snt.Module):
   """The ResNet stages (variable scope `convnet`): [N, H, W, C] float32 -> [N, H/8, W/8, 32] (sizes rounded up)."""
 
-  def __init__(self, input_channels):
+  def __init__(self, input_channels: int) -> None:
     super().__init__(name='convnet')
-    self._stages = []
+    self._stages: List[Tuple[_Conv2D, List[_ResidualBlock]]] = []
     channels = input_channels
     for i, (num_channels, num_blocks) in enumerate(CONV_STAGES):
       conv = _Conv2D(channels, num_channels, name='conv_2d' if i == 0 else f'conv_2d_{i}')
@@ -149,7 +151,7 @@ class ConvNet(snt.Module):
       self._stages.append((conv, blocks))
       channels = num_channels
 
-  def __call__(self, x):
+  def __call__(self, x: tf.Tensor) -> tf.Tensor:
     for conv, blocks in self._stages:
       x = conv(x)
       x = tf.nn.max_pool2d(x, ksize=3, strides=2, padding='SAME')
@@ -161,7 +163,7 @@ class ConvNet(snt.Module):
 class _Torso(snt.Module):
   """Per-step features (variable scope `batch_apply`, the original's first `snt.BatchApply`)."""
 
-  def __init__(self, num_actions, frame_shape):
+  def __init__(self, num_actions: int, frame_shape: Sequence[int]) -> None:
     super().__init__(name='batch_apply')
     self._num_actions = num_actions
     height, width, channels = frame_shape
@@ -174,7 +176,7 @@ class _Torso(snt.Module):
     with tf.name_scope('rnn'):  # The scope `tf.nn.dynamic_rnn` gave the language LSTM.
       self._language_lstm = LSTMBlockCell(EMBEDDING_SIZE, INSTRUCTION_LSTM_SIZE, name='language_lstm')
 
-  def instruction(self, instruction):
+  def instruction(self, instruction: tf.Tensor) -> tf.Tensor:
     """Encodes instructions: tf.string [N] -> float32 [N, 64], the LSTM output at the last token (0 if no token)."""
     tokens = tf.strings.split(instruction, sep=' ')  # Single spaces; tabs are not delimiters (as TF1).
     tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)  # TF1 skipped empty tokens.
@@ -188,7 +190,7 @@ class _Torso(snt.Module):
     recurrent_kernel = self._language_lstm.recurrent_kernel()
     zeros = tf.zeros([tf.shape(instruction)[0], INSTRUCTION_LSTM_SIZE])
 
-    def body(t, state, last_output):
+    def body(t: tf.Tensor, state: LSTMState, last_output: tf.Tensor) -> Tuple[tf.Tensor, LSTMState, tf.Tensor]:
       output, state = self._language_lstm.step(projected_ta.read(t), state, recurrent_kernel)
       # Keep the output at position length - 1: later (padding) positions do not change earlier outputs.
       last_output = tf.where((t < lengths)[:, None], output, last_output)
@@ -203,7 +205,7 @@ class _Torso(snt.Module):
     last_output.set_shape(zeros.shape)  # Back to the static shape the loop started with, where it was known.
     return last_output
 
-  def __call__(self, last_action, env_output):
+  def __call__(self, last_action: tf.Tensor, env_output: Any) -> tf.Tensor:
     """last_action int32 [N]; env_output a StepOutput of [N, ...] -> float32 [N, 256 + 1 + num_actions + 64]."""
     reward, _, _, (frame, instruction) = env_output
     frame = tf.cast(frame, tf.float32) / 255.
@@ -219,12 +221,12 @@ class _Torso(snt.Module):
 class _Head(snt.Module):
   """Policy and baseline heads (variable scope `batch_apply_1`, the original's second `snt.BatchApply`)."""
 
-  def __init__(self, num_actions):
+  def __init__(self, num_actions: int) -> None:
     super().__init__(name='batch_apply_1')
     self._policy_logits = Linear(CORE_LSTM_SIZE, num_actions, name='policy_logits')
     self._baseline = Linear(CORE_LSTM_SIZE, 1, name='baseline')
 
-  def __call__(self, core_output):
+  def __call__(self, core_output: tf.Tensor) -> AgentOutput:
     """core_output float32 [N, 256] -> AgentOutput(action int32 [N] sampled, logits [N, A], baseline [N])."""
     policy_logits = self._policy_logits(core_output)
     baseline = tf.squeeze(self._baseline(core_output), axis=-1)
@@ -233,12 +235,12 @@ class _Head(snt.Module):
 
 
 @contextlib.contextmanager
-def record_variables():
+def record_variables() -> Iterator[List[tf.Variable]]:
   """`with record_variables() as created:` appends every tf.Variable created inside the block to the list
   `created`, in creation order."""
-  created = []
+  created: List[tf.Variable] = []
 
-  def record(next_creator, **kwargs):
+  def record(next_creator: Callable[..., tf.Variable], **kwargs: Any) -> tf.Variable:
     variable = next_creator(**kwargs)
     created.append(variable)
     return variable
@@ -247,7 +249,7 @@ def record_variables():
     yield created
 
 
-def agent_variable_names(module, variables):
+def agent_variable_names(module: tf.Module, variables: Sequence[tf.Variable]) -> Dict[str, tf.Variable]:
   """OrderedDict 'agent/<name under module's scope>' -> variable, in the given order: the TF1 checkpoint names
   whatever name scope the module was built under ('agent/' or 'outer/agent/').
 
@@ -264,7 +266,7 @@ def agent_variable_names(module, variables):
   return names
 
 
-def _merge_time_and_batch(x):
+def _merge_time_and_batch(x: tf.Tensor) -> tf.Tensor:
   """[T, B, ...] -> [T·B, ...] (snt.BatchApply)."""
   return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], axis=0))
 
@@ -275,7 +277,7 @@ class Agent(snt.RNNCore):
   Construct it outside `tf.function`; all 41 variables are created by the constructor.
   """
 
-  def __init__(self, num_actions, frame_shape=DEFAULT_FRAME_SHAPE):
+  def __init__(self, num_actions: int, frame_shape: Sequence[int] = DEFAULT_FRAME_SHAPE) -> None:
     """Args:
       num_actions: size of the action set (9 for DMLab's default action set).
       frame_shape: (height, width, channels) of the uint8 frames; sets the input size of `linear` (3456 for the
@@ -294,23 +296,24 @@ class Agent(snt.RNNCore):
       self._head = _Head(num_actions)
     self._tf1_variables = agent_variable_names(self, created)
 
-  def _torso_output_size(self):
+  def _torso_output_size(self) -> int:
     return TORSO_SIZE + 1 + self._num_actions + INSTRUCTION_LSTM_SIZE
 
   @property
-  def num_actions(self):
+  def num_actions(self) -> int:
     return self._num_actions
 
-  def tf1_variables(self):
+  def tf1_variables(self) -> Dict[str, tf.Variable]:
     """Returns an OrderedDict original TF1 checkpoint name -> tf.Variable, all 41, in the original creation order."""
     return collections.OrderedDict(self._tf1_variables)
 
-  def initial_state(self, batch_size):
+  def initial_state(self, batch_size: Any) -> LSTMState:
     """The zero core state: LSTMState(c, h), float32 [batch_size, 256] each."""
     zeros = tf.zeros([batch_size, CORE_LSTM_SIZE])
     return LSTMState(zeros, zeros)
 
-  def __call__(self, last_action, env_output, core_state):
+  def __call__(self, last_action: tf.Tensor, env_output: Any,
+               core_state: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[AgentOutput, Tuple[tf.Tensor, tf.Tensor]]:
     """One step for a batch (actors).
 
     Args:
@@ -325,7 +328,8 @@ class Agent(snt.RNNCore):
     outputs, core_state = self.unroll(actions, env_outputs, core_state)
     return tf.nest.map_structure(lambda t: tf.squeeze(t, 0), outputs), core_state
 
-  def unroll(self, actions, env_outputs, core_state):
+  def unroll(self, actions: tf.Tensor, env_outputs: Any,
+             core_state: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[AgentOutput, Tuple[tf.Tensor, tf.Tensor]]:
     """Runs the agent over time-major sequences (learner).
 
     Args:
@@ -354,7 +358,7 @@ class Agent(snt.RNNCore):
     outputs_ta = tf.TensorArray(tf.float32, size=num_steps, element_shape=[None, CORE_LSTM_SIZE])
     recurrent_kernel = self._core.recurrent_kernel()
 
-    def body(t, state, outputs_ta):
+    def body(t: tf.Tensor, state: LSTMState, outputs_ta: tf.TensorArray) -> Tuple[tf.Tensor, LSTMState, tf.TensorArray]:
       # Where the episode ended, the state is reset before the step. `done` is [B, 1]: TF2's tf.where broadcasts,
       # a [B] condition against [B, 256] would select columns.
       reset = done_ta.read(t)[:, None]

@@ -9,6 +9,14 @@ from scalable_agent import environment_specs
 LEVEL_PREFIX = 'atari/'
 
 
+def _rom_path(roms, game):
+  """The ROM file of `game` (ale-py's `roms.get_rom_path`), which must be one of `roms.get_all_rom_ids()`."""
+  path = roms.get_rom_path(game)
+  if path is None:
+    raise ValueError(f'unknown Atari game {game!r}; ale-py has: {", ".join(roms.get_all_rom_ids())}.')
+  return path
+
+
 def _area_resize_matrix(source_size, target_size):
   """float32 [target_size, source_size]: row i averages the source pixels under target pixel i, by overlap.
 
@@ -89,7 +97,7 @@ class AtariEnvironment:
     self._ale.setFloat('repeat_action_probability', 0.0)
     self._ale.setInt('frame_skip', 1)
     self._ale.setInt('max_num_frames_per_episode', max_episode_frames)
-    self._ale.loadROM(roms.get_rom_path(game))
+    self._ale.loadROM(_rom_path(roms, game))
     self._actions = self._ale.getLegalActionSet() if full_action_space else self._ale.getMinimalActionSet()
     screen_height, screen_width = self._ale.getScreenDims()
     self._screens = np.zeros((2, screen_height, screen_width, 3), np.uint8)  # The last two screens; 0 the newest.
@@ -205,7 +213,7 @@ class AtariEnvironment:
     return np.array(reward, dtype=np.float32), np.array(done), (frame, '')
 
   def close(self):
-    self._ale = None
+    self._ale = None  # type: ignore[assignment]  # closed: `ale` is None after it, as documented
 
   @staticmethod
   def _num_actions(constructor_kwargs):
@@ -216,7 +224,7 @@ class AtariEnvironment:
     from ale_py import roms  # pylint: disable=g-import-not-at-top
     ALEInterface.setLoggerMode(LoggerMode.Error)
     ale = ALEInterface()
-    ale.loadROM(roms.get_rom_path(constructor_kwargs['game']))
+    ale.loadROM(_rom_path(roms, constructor_kwargs['game']))
     return len(ale.getMinimalActionSet())
 
   @staticmethod

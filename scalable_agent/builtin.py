@@ -2,6 +2,7 @@
 `builtin/<task>`, `BUILTIN_TASKS`; docs/impala/environments.md gives each task's random and optimal returns)."""
 
 import collections
+from typing import Any, List, Tuple
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class BuiltinEnvironment:
     self._palette = np.array([(0, 0, 0), BUILTIN_AGENT_COLOR] + list(BUILTIN_COLORS.values()), dtype=np.uint8)
     self._colour_names = list(BUILTIN_COLORS)
     self._grid = np.zeros((size, size), np.int64)  # Palette index per cell: 0 empty, 1 agent, 2 + c colour c.
-    self._agent = None
+    self._agent: Any = None
     self._target = None
     self._moves = 0
     self._instruction = ''
@@ -145,7 +146,7 @@ class BuiltinEnvironment:
     distance[goal] = 0
     frontier = [goal]
     while frontier:
-      next_frontier = []
+      next_frontier: List[Tuple[int, ...]] = []
       for r, c in frontier:
         for dr, dc in BUILTIN_MOVES:
           cell = (r + dr, c + dc)

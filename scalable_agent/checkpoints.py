@@ -20,6 +20,7 @@ tf.Variables shaped like `variable` (the learner's RMSProp with TF1 semantics).
 
 import collections
 import os
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from absl import logging
 import numpy as np
@@ -34,7 +35,8 @@ MEAN_SQUARE_SLOT_SUFFIX = '/RMSProp'
 MOMENTUM_SLOT_SUFFIX = '/RMSProp_1'
 
 
-def make_checkpoint(agent, optimizer=None, num_environment_frames=None):
+def make_checkpoint(agent: tf.Module, optimizer: Optional[tf.Module] = None,
+                    num_environment_frames: Optional[tf.Variable] = None) -> tf.train.Checkpoint:
   """A `tf.train.Checkpoint` of the agent, and of the optimizer and frame counter when given.
 
   Args:
@@ -42,7 +44,7 @@ def make_checkpoint(agent, optimizer=None, num_environment_frames=None):
     optimizer: optional trackable optimizer (a tf.Module or Keras optimizer), saved with its slots.
     num_environment_frames: optional int64 scalar tf.Variable, the global step.
   """
-  trackables = {'agent': agent}
+  trackables: Dict[str, Any] = {'agent': agent}
   if optimizer is not None:
     if not isinstance(optimizer, tf.__internal__.tracking.Trackable):
       raise ValueError(f'optimizer {optimizer!r} is not trackable: make it a tf.Module (or pass optimizer=None).')
@@ -55,22 +57,25 @@ def make_checkpoint(agent, optimizer=None, num_environment_frames=None):
 class _FrameNumberedCheckpointManager(tf.train.CheckpointManager):
   """A CheckpointManager whose `save()` numbers checkpoints by the frame counter (`model.ckpt-<frames>`)."""
 
-  def __init__(self, checkpoint, directory, max_to_keep, num_environment_frames):
+  def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, max_to_keep: Optional[int],
+               num_environment_frames: Optional[tf.Variable]) -> None:
     super().__init__(checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
     self._num_environment_frames = num_environment_frames
     self._arguments = (checkpoint, directory, max_to_keep, num_environment_frames)
 
-  def reload(self):
+  def reload(self) -> None:
     """Reads the directory's `checkpoint` index file again (after `restore_latest` rebuilt it)."""
-    self.__init__(*self._arguments)
+    self.__init__(*self._arguments)  # type: ignore[misc]  # (re-initialised as made: this class's __init__)
 
-  def save(self, checkpoint_number=None, check_interval=True, options=None):
+  def save(self, checkpoint_number: Any = None, check_interval: bool = True, options: Any = None) -> Optional[str]:
     if checkpoint_number is None and self._num_environment_frames is not None:
       checkpoint_number = self._num_environment_frames
     return super().save(checkpoint_number=checkpoint_number, check_interval=check_interval, options=options)
 
 
-def make_checkpoint_manager(directory, agent, optimizer=None, num_environment_frames=None, max_to_keep=5):
+def make_checkpoint_manager(directory: str, agent: tf.Module, optimizer: Optional[tf.Module] = None,
+                            num_environment_frames: Optional[tf.Variable] = None,
+                            max_to_keep: Optional[int] = 5) -> tf.train.CheckpointManager:
   """A `tf.train.CheckpointManager` of `make_checkpoint(...)` writing `<directory>/model.ckpt-<number>`.
 
   `manager.save()` numbers the checkpoint by `num_environment_frames` when it is given (the original's naming),
@@ -83,9 +88,9 @@ def make_checkpoint_manager(directory, agent, optimizer=None, num_environment_fr
 KEPT_DIR = 'kept'  # <logdir>/kept/<frames>/model.ckpt-<frames>: checkpoints kept beyond the rotation
 
 
-def kept_checkpoints(logdir):
+def kept_checkpoints(logdir: str) -> List[Tuple[int, str]]:
   """[(frames, prefix)] of the checkpoints kept in `<logdir>/kept/` (`keep_checkpoint`), by frames."""
-  kept = []
+  kept: List[Tuple[int, str]] = []
   root = os.path.join(logdir, KEPT_DIR)
   for name in (tf.io.gfile.listdir(root) if tf.io.gfile.isdir(root) else []):
     name = name.rstrip('/')
@@ -95,7 +100,7 @@ def kept_checkpoints(logdir):
   return sorted(kept)
 
 
-def keep_checkpoint(prefix, logdir):
+def keep_checkpoint(prefix: str, logdir: str) -> str:
   """Keeps the checkpoint `prefix` (`<logdir>/model.ckpt-<frames>`) as `<logdir>/kept/<frames>/model.ckpt-<frames>`
   (hard links, else copies: `rundir.checkpoints.keep`), out of reach of the manager's rotation; test mode scores it
   with `--logdir <logdir>/kept/<frames>`. Returns the kept prefix.
@@ -112,7 +117,7 @@ def keep_checkpoint(prefix, logdir):
                                 intact=prefix) from None
 
 
-def restore_latest(manager):
+def restore_latest(manager: tf.train.CheckpointManager) -> Optional[str]:
   """Restores the newest readable checkpoint of the manager's directory, if any; returns its path or None (a fresh
   directory: nothing restored).
 
@@ -130,7 +135,7 @@ def restore_latest(manager):
   """
   checkpoint = manager.checkpoint
 
-  def restore(prefix):
+  def restore(prefix: str) -> None:
     if run_checkpoints.is_name_based(prefix):
       frames = restore_tf1_checkpoint(prefix, checkpoint.agent, getattr(checkpoint, 'optimizer', None))
       if getattr(checkpoint, 'num_environment_frames', None) is not None:
@@ -153,7 +158,7 @@ def restore_latest(manager):
   return resumed.prefix
 
 
-def save(manager):
+def save(manager: tf.train.CheckpointManager) -> Optional[str]:
   """`manager.save()`; a failed save (disk full, permission) removes what it left and raises one
   `rundir.errors.RunDirectoryError` naming the directory, the size needed and what is free (`rundir.storage`; the
   previous checkpoint is intact)."""
@@ -168,7 +173,7 @@ def save(manager):
                                 intact=latest) from None
 
 
-def tf1_variable_map(agent, optimizer=None):
+def tf1_variable_map(agent: Any, optimizer: Any = None) -> Dict[str, tf.Variable]:
   """OrderedDict TF1 checkpoint name -> tf.Variable: the agent's 41 variables, then their RMSProp slots if given."""
   variables = agent.tf1_variables()
   names = collections.OrderedDict(variables)
@@ -182,7 +187,7 @@ def tf1_variable_map(agent, optimizer=None):
   return names
 
 
-def _format_problems(path, missing, unexpected, misshaped):
+def _format_problems(path: str, missing: Sequence[str], unexpected: Sequence[str], misshaped: Sequence[str]) -> str:
   lines = [f'TF1 checkpoint {path} does not match the agent:']
   if missing:
     lines.append(f'  missing in the checkpoint ({len(missing)}): ' + ', '.join(missing))
@@ -193,7 +198,7 @@ def _format_problems(path, missing, unexpected, misshaped):
   return '\n'.join(lines)
 
 
-def restore_tf1_checkpoint(path, agent, optimizer=None):
+def restore_tf1_checkpoint(path: str, agent: Any, optimizer: Any = None) -> int:
   """Loads an original name-based TF1 IMPALA checkpoint into `agent` (and the RMSProp slots into `optimizer`).
 
   Strict: every agent variable (and, with an optimizer, both slots of each) and `num_environment_frames` must be in
@@ -215,7 +220,7 @@ def restore_tf1_checkpoint(path, agent, optimizer=None):
   shapes = reader.get_variable_to_shape_map()
   dtypes = reader.get_variable_to_dtype_map()
   targets = tf1_variable_map(agent, optimizer)
-  ignored = set()
+  ignored: Set[str] = set()
   if optimizer is None:
     for name in targets:
       ignored.update((name + MEAN_SQUARE_SLOT_SUFFIX, name + MOMENTUM_SLOT_SUFFIX))
@@ -239,7 +244,7 @@ def restore_tf1_checkpoint(path, agent, optimizer=None):
   return int(reader.get_tensor(GLOBAL_STEP_NAME))
 
 
-def export_tf1_checkpoint(path, agent, optimizer=None, global_step=0):
+def export_tf1_checkpoint(path: str, agent: Any, optimizer: Any = None, global_step: int = 0) -> str:
   """Writes the agent (and the optimizer's RMSProp slots) as an original-style name-based TF1 checkpoint.
 
   The checkpoint is written by `tf.compat.v1.train.Saver` in a private graph, as `<path>-<global_step>` (TF1

@@ -15,6 +15,7 @@ import queue
 import socket
 import threading
 import time
+from typing import Any
 import uuid
 
 from absl import logging
@@ -71,6 +72,7 @@ def check_settings(settings):
 # ---------------------------------------------------------------------------------------------------------------------
 # The learner job.
 
+
 def _numpy_batch(batch):
   """The parts of a batch the episode logging needs, as NumPy (`actor.finished_episodes`)."""
   level_names = np.array([n.decode() for n in batch.level_name.numpy()], dtype=object)
@@ -86,8 +88,8 @@ class _BatchReader:
 
   def __init__(self, dataset):
     self._iterator = iter(dataset)
-    self._requests = queue.Queue()
-    self._results = queue.Queue()
+    self._requests: queue.Queue[Any] = queue.Queue()
+    self._results: queue.Queue[Any] = queue.Queue()
     self._pending = False
     self._thread = threading.Thread(target=self._run, name='unroll-reader', daemon=True)
     self._thread.start()
@@ -158,8 +160,9 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   publisher = transport.WeightsPublisher(client, agent)
   publisher.publish(frames, step=0, block=True)
   address = f'{_host_name()}:{server.port}'
-  logging.info('Learner (run %s) serving on port %d: start actor i (0 <= i < %d) with this configuration and '
-               '--job_name=actor --task=i --learner_address=%s', run_id, server.port, settings.num_actors, address)
+  logging.info(
+      'Learner (run %s) serving on port %d: start actor i (0 <= i < %d) with this configuration and '
+      '--job_name=actor --task=i --learner_address=%s', run_id, server.port, settings.num_actors, address)
   reader = _BatchReader(transport.learner_dataset(f'localhost:{server.port}', unroll_spec, settings.batch_size))
   step = 0
   finished = False
@@ -171,12 +174,15 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
         if publisher.error is not None:
           raise RuntimeError(f'publishing the weights failed: {publisher.error!r}') from publisher.error
         if time.monotonic() - waiting_since >= WAITING_LOG_INTERVAL_S:
-          logging.info('No unrolls for %.0f s: waiting for actors (--job_name=actor --task=0 .. %d '
-                       '--learner_address=%s).', time.monotonic() - waiting_since, settings.num_actors - 1, address)
+          logging.info(
+              'No unrolls for %.0f s: waiting for actors (--job_name=actor --task=0 .. %d '
+              '--learner_address=%s).',
+              time.monotonic() - waiting_since, settings.num_actors - 1, address)
           waiting_since = time.monotonic()
         continue
-      metrics = {k: v.numpy() for k, v in learner.step(batch.agent_state, batch.env_outputs,
-                                                       batch.agent_outputs).items()}
+      metrics = {
+          k: v.numpy() for k, v in learner.step(batch.agent_state, batch.env_outputs, batch.agent_outputs).items()
+      }
       step += 1
       frames = int(metrics['num_environment_frames'])
       # Checks the step's values (non-finite: stop) before the actors get its weights.
@@ -219,6 +225,7 @@ def _drain(reader):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The actor job.
+
 
 @dataclasses.dataclass
 class _Counters:
@@ -305,9 +312,10 @@ def run_actor(settings, max_unrolls=None):
           logging.info('%s: first unroll written (learner at %d environment frames).', name, learner_frames)
         now = time.monotonic()
         if now - last_progress >= ACTOR_PROGRESS_INTERVAL_S:
-          logging.info('%s: %d unrolls written (%.2f unrolls/s); acting with the weights of learner step %d '
-                       '(%d environment frames).', name, counters.unrolls,
-                       (counters.unrolls - progress_unrolls) / (now - last_progress), learner_step, learner_frames)
+          logging.info(
+              '%s: %d unrolls written (%.2f unrolls/s); acting with the weights of learner step %d '
+              '(%d environment frames).', name, counters.unrolls,
+              (counters.unrolls - progress_unrolls) / (now - last_progress), learner_step, learner_frames)
           last_progress, progress_unrolls = now, counters.unrolls
       except transport.LearnerLost as e:
         counters.reconnections += 1

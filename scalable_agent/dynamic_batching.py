@@ -23,6 +23,7 @@ import collections
 import functools
 import threading
 import time
+from typing import Any, Deque, Dict, List
 
 import numpy as np
 import tensorflow as tf
@@ -80,7 +81,7 @@ class Batcher:
     self.timeout_ms = timeout_ms
     self._timeout_s = None if timeout_ms is None else timeout_ms / 1000.
     self._cond = threading.Condition(threading.Lock())
-    self._inputs = collections.deque()  # Pending `_Input`s, oldest first.
+    self._inputs: Deque[Any] = collections.deque()  # Pending `_Input`s, oldest first.
     self._being_computed = {}  # computation id -> list of `_Input`s, in batch-row order.
     self._next_computation_id = 0
     self._closed = False
@@ -268,7 +269,7 @@ class _DtypeLayout:
     """shapes: each array's shape after the batch dimension (fully defined); dtypes: their NumPy / TF dtypes."""
     self.shapes = [tuple(int(d) for d in shape) for shape in shapes]
     self.sizes = [int(np.prod(shape, dtype=np.int64)) for shape in self.shapes]
-    self.groups = collections.OrderedDict()  # dtype -> indices of its arrays, in order.
+    self.groups: Dict[Any, List[int]] = collections.OrderedDict()  # dtype -> indices of its arrays, in order.
     for i, dtype in enumerate(dtypes):
       self.groups.setdefault(tf.as_dtype(dtype), []).append(i)
 
@@ -297,7 +298,7 @@ class _DtypeLayout:
 
   def unpack_arrays(self, packed):
     """`pack_arrays` undone: views of the arrays [B, n] (NumPy) as arrays [B, ...] in order."""
-    arrays = [None] * len(self.shapes)
+    arrays: List[Any] = [None] * len(self.shapes)
     for group, indices in zip(packed, self.groups.values()):
       group = np.asarray(group)
       offset = 0
@@ -343,12 +344,12 @@ class BatchedFunction:
     self._lock = threading.Lock()
     self._thread = None
     self._compiled = None
-    self._concrete = None
-    self._signature = None  # Flat (shape[1:], dtype) of the first call.
+    self._concrete: Any = None
+    self._signature: Any = None  # Flat (shape[1:], dtype) of the first call.
     self._args_structure = None
     self._output_structure = None
-    self._input_layout = None
-    self._output_layout = None
+    self._input_layout: Any = None
+    self._output_layout: Any = None
     self._error = None
     functools.update_wrapper(self, fn)
 

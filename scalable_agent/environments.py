@@ -28,6 +28,7 @@ Details and the Atari / built-in designs: docs/impala/environments.md.
 import collections
 import importlib
 import inspect
+from typing import Any
 
 import gin
 import numpy as np
@@ -263,7 +264,7 @@ def environment_constructor(level_name, seed, is_test=False, width=environment_s
     if is_test:
       config['allowHoldOutLevels'] = 'true'
       config['mixerSeed'] = environment_specs.TEST_MIXER_SEED
-    env_type = PyProcessDmLab
+    env_type: Any = PyProcessDmLab  # the environment class
     kwargs = dict(level=level_name, config=config, num_action_repeats=num_action_repeats, seed=seed)
   elif backend == 'atari':
     env_type = atari.AtariEnvironment

@@ -39,6 +39,7 @@ import json
 import os
 import queue
 import threading
+from typing import Any, List
 
 from absl import logging
 import gin
@@ -149,7 +150,7 @@ def experiment(
   raise ValueError(f"mode must be 'train' or 'test', got {mode!r}.")
 
 
-def bound_value(name):
+def bound_value(name: str) -> Any:
   """The value `experiment.<name>` takes under the current gin configuration (binding, else default)."""
   bindings = gin.get_bindings('experiment')
   if name in bindings:
@@ -157,7 +158,7 @@ def bound_value(name):
   return inspect.signature(experiment).parameters[name].default
 
 
-def preflight(program='train'):
+def preflight(program: str = 'train') -> None:
   """Checks what the configured experiment needs before anything starts or is written (see
   `launcher.System.preflight`); `program` is unused (the mode decides).
 
@@ -202,7 +203,7 @@ class _ActorThread:
     self.environment = actor_lib.EnvironmentProcess(settings, level_name, seed=index + 1, name=f'Actor {index}')
     self._policy = policy
     self._num_actions = num_actions
-    self.actor = None
+    self.actor: Any = None
     self.error = None
     self.thread = threading.Thread(target=self._run, name=f'actor-{index}', daemon=True)
 
@@ -257,7 +258,7 @@ def _prefetch(unrolls, batches, batch_size, stop, errors):
   """The StagingArea analog: batch_size unrolls -> `actor.batch_unrolls` -> tensors -> `batches` (capacity 1)."""
   try:
     while not stop.is_set():
-      items = []
+      items: List[Any] = []
       while len(items) < batch_size and not stop.is_set():
         try:
           items.append(unrolls.get(timeout=_POLL_S))
@@ -312,9 +313,9 @@ def train(logdir, settings, step_hook=None, checkpoint_interval_s=None):
 
   policies, after_step, close_inference = actor_lib.actor_policies(settings, agent)
   stop = threading.Event()
-  unrolls = queue.Queue(maxsize=1)
-  batches = queue.Queue(maxsize=1)
-  errors = []
+  unrolls: queue.Queue[Any] = queue.Queue(maxsize=1)
+  batches: queue.Queue[Any] = queue.Queue(maxsize=1)
+  errors: List[BaseException] = []
   actor_threads = [
       _ActorThread(i, level, settings, policies[i], agent.num_actions, unrolls, stop) for i, level in enumerate(levels)
   ]
@@ -441,7 +442,7 @@ def test(logdir, settings):
     try:
       actor = actor_lib.Actor(level_name, flow, policy, settings.unroll_length, actor_lib.initial_agent_state(),
                               actor_lib.initial_agent_output(agent.num_actions))
-      returns = []
+      returns: List[float] = []
       while len(returns) < settings.test_num_episodes:
         output = actor.unroll()
         done = output.env_outputs.done[1:]

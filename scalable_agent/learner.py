@@ -23,6 +23,7 @@ gradients.
 """
 
 import contextlib
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import gin
 import tensorflow as tf
@@ -41,7 +42,8 @@ class NonFiniteError(errors.DivergedError):
   exit status `errors.EXIT_DIVERGED`."""
 
 
-def make_strategy(name, devices=None, tpu=None):
+def make_strategy(name: str, devices: Optional[Sequence[str]] = None,
+                  tpu: Optional[str] = None) -> tf.distribute.Strategy:
   """A `tf.distribute.Strategy` for the learner, by name.
 
   Args:
@@ -88,7 +90,7 @@ def make_strategy(name, devices=None, tpu=None):
   return tf.distribute.TPUStrategy(resolver)
 
 
-def clip_rewards(rewards, reward_clipping):
+def clip_rewards(rewards: tf.types.experimental.TensorLike, reward_clipping: str) -> tf.Tensor:
   """The learner's reward clipping (the agent's own reward input is always clipped to [-1, 1] separately).
 
   Args:
@@ -112,12 +114,13 @@ def clip_rewards(rewards, reward_clipping):
   return tf.where(rewards < 0, .3 * squeezed, squeezed) * 5.
 
 
-def _check_reward_clipping(reward_clipping):
+def _check_reward_clipping(reward_clipping: str) -> None:
   if reward_clipping not in REWARD_CLIPPING_MODES:
     raise ValueError(f'reward_clipping must be one of {", ".join(REWARD_CLIPPING_MODES)}; got {reward_clipping!r}.')
 
 
-def linear_decay_learning_rate(initial_learning_rate, num_environment_frames, total_environment_frames):
+def linear_decay_learning_rate(initial_learning_rate: float, num_environment_frames: tf.types.experimental.TensorLike,
+                               total_environment_frames: int) -> tf.Tensor:
   """lr(f) = initial_learning_rate * (1 - min(f, F) / F): TF1 `polynomial_decay` to 0, power 1, no cycling.
 
   Computed in float32 as TF1 does (the frame count is cast to float32 first).
@@ -153,7 +156,8 @@ class RMSProp(tf.Module):
   They are named like TF1's: `<variable>/RMSProp` (ms) and `<variable>/RMSProp_1` (mom).
   """
 
-  def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, name='RMSProp'):
+  def __init__(self, learning_rate: Union[float, Callable[[], tf.Tensor]], decay: float = 0.9, momentum: float = 0.0,
+               epsilon: float = 1e-10, name: str = 'RMSProp') -> None:
     """Args (defaults are TF1's; the learner passes the original flags):
       learning_rate: float, or a callable without arguments returning a float32 scalar, read at each update.
       decay: discounting factor of the mean square (rho).
@@ -165,16 +169,17 @@ class RMSProp(tf.Module):
     self.decay = decay
     self.momentum = momentum
     self.epsilon = epsilon
-    self._ms_slots = []  # Lists (not dicts keyed by variable) keep the slots checkpointable by tf.train.Checkpoint.
-    self._mom_slots = []
-    self._slot_index = {}  # variable.ref() -> position in the slot lists.
+    # Lists (not dicts keyed by variable) keep the slots checkpointable by tf.train.Checkpoint.
+    self._ms_slots: List[tf.Variable] = []
+    self._mom_slots: List[tf.Variable] = []
+    self._slot_index: Dict[Any, int] = {}  # variable.ref() -> position in the slot lists.
 
-  def learning_rate(self):
+  def learning_rate(self) -> tf.Tensor:
     """The current learning rate, float32 scalar."""
     lr = self._learning_rate() if callable(self._learning_rate) else self._learning_rate
     return tf.cast(lr, tf.float32)
 
-  def create_slots(self, variables):
+  def create_slots(self, variables: Iterable[tf.Variable]) -> None:
     """Creates the slots of `variables` that have none yet (ms = 1, mom = 0, same shape and dtype)."""
     with tf.init_scope():
       for variable in variables:
@@ -187,7 +192,7 @@ class RMSProp(tf.Module):
         self._mom_slots.append(
             tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False, name=name + '/RMSProp_1'))
 
-  def slots_for(self, variable):
+  def slots_for(self, variable: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:
     """(ms, mom) slot variables of `variable`, as TF1's `V/RMSProp` and `V/RMSProp_1`."""
     try:
       index = self._slot_index[variable.ref()]
@@ -195,7 +200,7 @@ class RMSProp(tf.Module):
       raise KeyError(f'RMSProp has no slots for {variable.name}; call create_slots([...]) on it first.') from None
     return self._ms_slots[index], self._mom_slots[index]
 
-  def apply_gradients(self, grads_and_vars):
+  def apply_gradients(self, grads_and_vars: Iterable[Tuple[Any, tf.Variable]]) -> None:
     """One update of each variable whose gradient is not None (as TF1's `minimize`). Returns nothing."""
     lr = self.learning_rate()
     decay, momentum, epsilon = (tf.constant(x, tf.float32) for x in (self.decay, self.momentum, self.epsilon))
@@ -213,12 +218,12 @@ class RMSProp(tf.Module):
                                         momentum=momentum, epsilon=epsilon, grad=grad)
 
 
-def compute_baseline_loss(advantages):
+def compute_baseline_loss(advantages: tf.Tensor) -> tf.Tensor:
   """0.5 * sum of squares (d loss / d baseline = -advantage). advantages: float32 [T, B] -> scalar."""
   return .5 * tf.reduce_sum(tf.square(advantages))
 
 
-def compute_entropy_loss(logits):
+def compute_entropy_loss(logits: tf.Tensor) -> tf.Tensor:
   """Negative entropy summed over T and B: sum pi log pi. logits: float32 [T, B, A] -> scalar."""
   policy = tf.nn.softmax(logits)
   log_policy = tf.nn.log_softmax(logits)
@@ -226,7 +231,7 @@ def compute_entropy_loss(logits):
   return -tf.reduce_sum(entropy_per_timestep)
 
 
-def compute_policy_gradient_loss(logits, actions, advantages):
+def compute_policy_gradient_loss(logits: tf.Tensor, actions: tf.Tensor, advantages: tf.Tensor) -> tf.Tensor:
   """sum_{t,b} -log pi(a_t | x_t) * stop_gradient(advantage_t).
 
   Args:
@@ -264,9 +269,10 @@ class Learner(tf.Module):
   (benchmarks/impala_learner.py).
   """
 
-  def __init__(self, agent, entropy_cost=0.00025, baseline_cost=.5, discounting=.99, reward_clipping='abs_one',
-               learning_rate=0.00048, decay=.99, momentum=0., epsilon=.1, total_environment_frames=int(1e9),
-               num_action_repeats=4, gradient_clipping=0., name='learner'):
+  def __init__(self, agent: Any, entropy_cost: float = 0.00025, baseline_cost: float = .5, discounting: float = .99,
+               reward_clipping: str = 'abs_one', learning_rate: float = 0.00048, decay: float = .99,
+               momentum: float = 0., epsilon: float = .1, total_environment_frames: int = int(1e9),
+               num_action_repeats: int = 4, gradient_clipping: float = 0., name: str = 'learner') -> None:
     """Args (the original flags, same names and defaults, and gradient_clipping):
       agent: an `scalable_agent.agent.Agent` (its variables exist after construction), built under the same
         strategy scope as the learner.
@@ -327,24 +333,25 @@ class Learner(tf.Module):
       self.num_environment_frames = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_environment_frames')
       self.optimizer = RMSProp(self.learning_rate, decay=decay, momentum=momentum, epsilon=epsilon)
       self.optimizer.create_slots(agent.trainable_variables)
-    self._finite_flags = None  # `nonfinite_variables`' compiled check, made at its first call
+    self._finite_flags: Optional[Callable[
+        [], tf.Tensor]] = None  # `nonfinite_variables`' compiled check, made at its first call
 
   @property
-  def strategy(self):
+  def strategy(self) -> tf.distribute.Strategy:
     """The `tf.distribute.Strategy` the learner runs under (the default strategy for the single-device learner)."""
     return self._strategy
 
   @property
-  def num_replicas(self):
+  def num_replicas(self) -> int:
     """Replicas the batch is split across (1 for the single-device learner)."""
     return self._strategy.num_replicas_in_sync
 
-  def learning_rate(self):
+  def learning_rate(self) -> tf.Tensor:
     """The learning rate at the current frame count, float32 scalar."""
     return linear_decay_learning_rate(self.initial_learning_rate, self.num_environment_frames,
                                       self.total_environment_frames)
 
-  def step(self, agent_state, env_outputs, agent_outputs):
+  def step(self, agent_state: Any, env_outputs: Any, agent_outputs: Any) -> Dict[str, tf.Tensor]:
     """One training step (see `train_step`); creates any missing optimizer slots first, eagerly.
 
     Raises:
@@ -358,11 +365,11 @@ class Learner(tf.Module):
       self.optimizer.create_slots(self.agent.trainable_variables)
     return self.train_step(agent_state, env_outputs, agent_outputs)
 
-  def nonfinite_variables(self):
+  def nonfinite_variables(self) -> List[str]:
     """The TF1 names of the agent's variables and RMSProp slots that hold a non-finite value ([] if none): after a
     step whose gradient was non-finite, the update made them so. Reads them in one compiled call, apart from the
     train step (which it leaves unchanged)."""
-    names = []
+    names: List[Tuple[str, tf.Variable]] = []
     for name, variable in self.agent.tf1_variables().items():
       mean_square, momentum = self.optimizer.slots_for(variable)
       names += [(name, variable), (name + '/RMSProp', mean_square), (name + '/RMSProp_1', momentum)]
@@ -371,13 +378,13 @@ class Learner(tf.Module):
     flags = self._finite_flags().numpy()
     return [name for (name, _), finite in zip(names, flags) if not finite]
 
-  def _check_batch_size(self, batch_size):
+  def _check_batch_size(self, batch_size: Optional[int]) -> None:
     if batch_size is not None and batch_size % self.num_replicas:
       raise ValueError(f'the batch size {batch_size} is not divisible by the {self.num_replicas} replicas of the '
                        f'{type(self._strategy).__name__}: use a batch size that is a multiple of {self.num_replicas}.')
 
   @tf.function
-  def train_step(self, agent_state, env_outputs, agent_outputs):
+  def train_step(self, agent_state: Any, env_outputs: Any, agent_outputs: Any) -> Dict[str, tf.Tensor]:
     """Unroll, V-trace losses, one RMSProp update, frame counter update (module docstring).
 
     Args:
@@ -411,7 +418,7 @@ class Learner(tf.Module):
     return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames),
                 **clip_metrics)
 
-  def _clip(self, gradients):
+  def _clip(self, gradients: Sequence[Any]) -> Tuple[Sequence[Any], Dict[str, tf.Tensor]]:
     """(gradients scaled to global norm <= gradient_clipping, {'gradient_norm': norm before}) when clipping is on;
     else (gradients, {}). None gradients stay None."""
     if not self.gradient_clipping:
@@ -423,13 +430,13 @@ class Learner(tf.Module):
       gradients[i] = g
     return gradients, {'gradient_norm': norm}
 
-  def _batch_frames(self, agent_outputs):
+  def _batch_frames(self, agent_outputs: Any) -> tf.Tensor:
     """B * T * num_action_repeats, int64, for a batch of T + 1 steps."""
     actions = agent_outputs.action[1:]
     batch_size, unroll_length = tf.shape(actions, out_type=tf.int64)[1], tf.shape(actions, out_type=tf.int64)[0]
     return batch_size * unroll_length * self.num_action_repeats
 
-  def _losses(self, agent_state, env_outputs, agent_outputs):
+  def _losses(self, agent_state: Any, env_outputs: Any, agent_outputs: Any) -> Dict[str, tf.Tensor]:
     """Steps 1-4 of the module docstring on a batch (or a replica's shard): dict of the four scalar loss sums."""
     actions = tf.cast(agent_outputs.action, tf.int32)
     learner_outputs, _ = self.agent.unroll(actions, env_outputs, agent_state)
@@ -458,7 +465,7 @@ class Learner(tf.Module):
     total_loss = pg_loss + self.baseline_cost * baseline_loss + self.entropy_cost * entropy_loss
     return {'total_loss': total_loss, 'pg_loss': pg_loss, 'baseline_loss': baseline_loss, 'entropy_loss': entropy_loss}
 
-  def _distributed_train_step(self, agent_state, env_outputs, agent_outputs):
+  def _distributed_train_step(self, agent_state: Any, env_outputs: Any, agent_outputs: Any) -> Dict[str, tf.Tensor]:
     """`train_step` under a distributing strategy (traced inside it): shard, replica steps, reduce, count frames."""
     num_replicas = self.num_replicas
     self._check_batch_size(agent_outputs.action.shape[1])  # The static batch size, at trace time.
@@ -467,7 +474,7 @@ class Learner(tf.Module):
                               message=f'the batch size must be a multiple of the {num_replicas} replicas')
     shard_size = batch_size // num_replicas
 
-    def shard(context):
+    def shard(context: Any) -> Tuple[Any, Any]:
       start = context.replica_id_in_sync_group * shard_size
       # agent_state is batch-major [B, ...]; every field of env_outputs and agent_outputs is time-major [T + 1, B, ...].
       return (tf.nest.map_structure(lambda t: t[start:start + shard_size], agent_state),
@@ -485,7 +492,8 @@ class Learner(tf.Module):
     return dict(losses, learning_rate=learning_rate, num_environment_frames=tf.identity(self.num_environment_frames),
                 **clip_metrics)
 
-  def _replica_step(self, agent_state, shard):
+  def _replica_step(self, agent_state: Any,
+                    shard: Tuple[Any, Any]) -> Tuple[Dict[str, tf.Tensor], tf.Tensor, Dict[str, tf.Tensor]]:
     """One replica's part of the step: its shard's losses and gradients, the SUM all-reduce, the RMSProp update."""
     env_outputs, agent_outputs = shard
     variables = self.agent.trainable_variables

@@ -8,7 +8,7 @@ launcher can read it before TensorFlow loads.
 """
 
 import dataclasses
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,4 +59,4 @@ DISTRIBUTED = {
 }
 
 # {name: default} of every flag above.
-DEFAULTS = {name: flag.default for name, flag in {**ORIGINAL, **DISTRIBUTED}.items()}
+DEFAULTS: Dict[str, Any] = {name: flag.default for name, flag in {**ORIGINAL, **DISTRIBUTED}.items()}

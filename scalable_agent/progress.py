@@ -7,6 +7,7 @@ the multi-machine learner job (`distributed.run_learner`).
 
 import collections
 import time
+from typing import Any, Deque, Dict, List
 
 from absl import logging
 import numpy as np
@@ -60,10 +61,14 @@ class Summaries:
     self._writer = tf.summary.create_file_writer(logdir)
     self._settings = settings
     self._dmlab30 = settings.level_name == 'dmlab30'
-    self._level_returns = {name: [] for name in settings_lib.training_levels(settings.level_name)}
+    self._level_returns: Dict[str, List[float]] = {
+        name: [] for name in settings_lib.training_levels(settings.level_name)
+    }
     # Per training level, the returns of its latest RETURN_WINDOW episodes (oldest first); episodes counted since
     # this object was made and since the last `report`.
-    self._recent_returns = {name: collections.deque(maxlen=RETURN_WINDOW) for name in self._level_returns}
+    self._recent_returns: Dict[str, Deque[float]] = {
+        name: collections.deque(maxlen=RETURN_WINDOW) for name in self._level_returns
+    }
     self.num_episodes = self._episodes_since_report = 0
 
   def episodes(self, episodes, num_environment_frames):
@@ -148,7 +153,7 @@ class LearnerProgress:
     self._checkpoint_interval_s = (settings.checkpoint_interval_s
                                    if checkpoint_interval_s is None else checkpoint_interval_s)
     self._logdir = logdir
-    self.summaries = None
+    self.summaries: Any = None
     self.frames = self.start_frames = 0
     self._steps = 0
 

@@ -31,6 +31,7 @@ import pickle
 import signal
 import threading
 import traceback
+from typing import Any
 
 _CONTEXT = multiprocessing.get_context('spawn')
 # How often a caller waiting for a reply checks whether `close()` was called meanwhile (seconds).
@@ -197,7 +198,7 @@ class PyProcess:
     self.type = type_
     self.constructor_kwargs = dict(bound.arguments)
     self._args, self._kwargs = constructor_args, constructor_kwargs
-    self._conn = None
+    self._conn: Any = None
     self._process = None
     self._closed = False
     self._stop_reason = None  # Why calls fail, once the child has stopped.

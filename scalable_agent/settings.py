@@ -8,6 +8,7 @@ single-machine training, test mode and the multi-machine jobs (`distributed`) al
 
 import contextlib
 import dataclasses
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -66,17 +67,17 @@ class Settings:
 # Levels.
 
 
-def training_levels(level_name):
+def training_levels(level_name: str) -> List[str]:
   """The training levels: the keys of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
   return list(dmlab30.LEVEL_MAPPING.keys()) if level_name == 'dmlab30' else [level_name]
 
 
-def test_levels(level_name):
+def test_levels(level_name: str) -> List[str]:
   """The test levels: the values of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
   return list(dmlab30.LEVEL_MAPPING.values()) if level_name == 'dmlab30' else [level_name]
 
 
-def actor_levels(level_name, num_actors):
+def actor_levels(level_name: str, num_actors: int) -> List[str]:
   """Level of each actor, round-robin over `training_levels` (actor i: levels[i % len(levels)]), as the original."""
   levels = training_levels(level_name)
   return [levels[i % len(levels)] for i in range(num_actors)]
@@ -86,7 +87,8 @@ def actor_levels(level_name, num_actors):
 # Checks and factories.
 
 
-def environment_constructor(settings, level_name, seed=1, is_test=False):
+def environment_constructor(settings: Settings, level_name: str, seed: int = 1,
+                            is_test: bool = False) -> environments.EnvironmentConstructor:
   """`environments.environment_constructor` of a level under the settings' frame size, action repeats and dataset
   path: its environment class and arguments, `num_actions` and `frame_shape` (height, width, channels)."""
   return environments.environment_constructor(level_name, seed, is_test=is_test, width=settings.width,
@@ -94,13 +96,13 @@ def environment_constructor(settings, level_name, seed=1, is_test=False):
                                               num_action_repeats=settings.num_action_repeats)
 
 
-def make_agent(settings, level_name):
+def make_agent(settings: Settings, level_name: str) -> Any:
   """The agent (`networks.make_agent`: gin `agent_network.network`) for a level's action set and frame shape."""
   constructor = environment_constructor(settings, level_name)
   return networks.make_agent(constructor.num_actions, constructor.frame_shape)
 
 
-def make_agent_and_learner(settings, level_name):
+def make_agent_and_learner(settings: Settings, level_name: str) -> Tuple[Any, learner_lib.Learner]:
   """The agent and its `Learner` under the `distribution_strategy` (built in its scope unless 'default').
 
   Returns:
@@ -121,14 +123,14 @@ def make_agent_and_learner(settings, level_name):
   return agent, learner
 
 
-def check_settings(settings):
+def check_settings(settings: Settings) -> None:
   """Checks the settings every mode and job shares: each has its field's type (an int where the original flag is
   an integer, a number where it is a float, a string), counts are >= 1, intervals >= 0.
 
   Raises:
     ValueError: naming the setting (experiment.<name>, flag --<name>) and what it must be.
   """
-  kinds = {
+  kinds: Dict[Any, Tuple[Tuple[type, ...], str]] = {
       int: ((int, np.integer), 'an int'),
       float: ((int, float, np.integer, np.floating), 'a number'),
       str: ((str,), 'a string')

@@ -12,6 +12,7 @@ import re
 import socket
 import threading
 import time
+from typing import Any
 
 from absl import logging
 import numpy as np
@@ -322,8 +323,8 @@ class LearnerConnection:
     self._unroll_spec = unroll_spec
     self._weights_spec = weights_spec
     self._name = name
-    self._client = None
-    self._writer = None
+    self._client: Any = None
+    self._writer: Any = None
     self.run_id = None
     self._weights_version = None
 

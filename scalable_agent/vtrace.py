@@ -20,6 +20,7 @@ ops in a caller's graph); results agree to float32 rounding (about 1e-6 relative
 """
 
 import collections
+from typing import Any, Callable, Optional, Tuple, TypeAlias, TypeVar
 
 import tensorflow as tf
 
@@ -31,9 +32,10 @@ VTraceReturns = collections.namedtuple('VTraceReturns', 'vs pg_advantages')
 
 EXECUTION_MODES = ('jit', 'function', 'eager')
 DEFAULT_EXECUTION_MODE = 'jit'  # fastest on CPU, see the module docstring
+_TensorLike: TypeAlias = tf.types.experimental.TensorLike  # a tf.Tensor, a NumPy array, (nested) lists of numbers
 
 
-def log_probs_from_logits_and_actions(policy_logits, actions):
+def log_probs_from_logits_and_actions(policy_logits: _TensorLike, actions: _TensorLike) -> tf.Tensor:
   """Log-probability log pi(a_t | x_t) of each taken action under a softmax policy.
 
   Args:
@@ -53,9 +55,11 @@ def log_probs_from_logits_and_actions(policy_logits, actions):
   return -tf.nn.sparse_softmax_cross_entropy_with_logits(logits=policy_logits, labels=actions)
 
 
-def from_logits(behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values, bootstrap_value,
-                clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, name='vtrace_from_logits',
-                execution_mode=DEFAULT_EXECUTION_MODE):
+def from_logits(behaviour_policy_logits: _TensorLike, target_policy_logits: _TensorLike, actions: _TensorLike,
+                discounts: _TensorLike, rewards: _TensorLike, values: _TensorLike, bootstrap_value: _TensorLike,
+                clip_rho_threshold: Optional[_TensorLike] = 1.0, clip_pg_rho_threshold: Optional[_TensorLike] = 1.0,
+                name: str = 'vtrace_from_logits',
+                execution_mode: str = DEFAULT_EXECUTION_MODE) -> VTraceFromLogitsReturns:
   r"""V-trace for softmax policies: importance weights from the two policies' logits, then `from_importance_weights`.
 
   The target policy pi is the one being improved (the learner's); the behaviour policy mu generated the actions and
@@ -103,9 +107,11 @@ def from_logits(behaviour_policy_logits, target_policy_logits, actions, discount
                                         values, bootstrap_value, clip_rho_threshold, clip_pg_rho_threshold))
 
 
-def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho_threshold=1.0,
-                            clip_pg_rho_threshold=1.0, name='vtrace_from_importance_weights',
-                            execution_mode=DEFAULT_EXECUTION_MODE):
+def from_importance_weights(log_rhos: _TensorLike, discounts: _TensorLike, rewards: _TensorLike, values: _TensorLike,
+                            bootstrap_value: _TensorLike, clip_rho_threshold: Optional[_TensorLike] = 1.0,
+                            clip_pg_rho_threshold: Optional[_TensorLike] = 1.0,
+                            name: str = 'vtrace_from_importance_weights',
+                            execution_mode: str = DEFAULT_EXECUTION_MODE) -> VTraceReturns:
   r"""V-trace targets from log importance weights (paper eq. 1 and Remark 1).
 
   With rho_t = exp(log_rhos_t), rho-bar_t = min(clip_rho_threshold, rho_t), c_t = min(1, rho_t) and V(x_T) =
@@ -143,8 +149,9 @@ def from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_valu
     return _stop_gradients(_implementation(_from_importance_weights, execution_mode)(log_rhos, *converted))
 
 
-def _convert_and_check(rho_shape, discounts, rewards, values, bootstrap_value, clip_rho_threshold,
-                       clip_pg_rho_threshold):
+def _convert_and_check(rho_shape: tf.TensorShape, discounts: _TensorLike, rewards: _TensorLike, values: _TensorLike,
+                       bootstrap_value: _TensorLike, clip_rho_threshold: Optional[_TensorLike],
+                       clip_pg_rho_threshold: Optional[_TensorLike]) -> Tuple[tf.Tensor, ...]:
   """Converts to float32 and checks the ranks against log_rhos' shape `rho_shape`, in the original's order."""
   discounts = tf.convert_to_tensor(discounts, dtype=tf.float32)
   rewards = tf.convert_to_tensor(rewards, dtype=tf.float32)
@@ -167,8 +174,9 @@ def _convert_and_check(rho_shape, discounts, rewards, values, bootstrap_value, c
   return discounts, rewards, values, bootstrap_value, clip_rho_threshold, clip_pg_rho_threshold
 
 
-def _from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho_threshold,
-                             clip_pg_rho_threshold):
+def _from_importance_weights(log_rhos: tf.Tensor, discounts: tf.Tensor, rewards: tf.Tensor, values: tf.Tensor,
+                             bootstrap_value: tf.Tensor, clip_rho_threshold: Optional[tf.Tensor],
+                             clip_pg_rho_threshold: Optional[tf.Tensor]) -> VTraceReturns:
   """The arithmetic of `from_importance_weights` on converted, rank-checked tensors."""
   rhos = tf.exp(log_rhos)
   clipped_rhos = rhos if clip_rho_threshold is None else tf.minimum(clip_rho_threshold, rhos, name='clipped_rhos')
@@ -176,7 +184,8 @@ def _from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_val
   values_t_plus_1 = tf.concat([values[1:], bootstrap_value[tf.newaxis]], axis=0)  # V(x_1), ..., V(x_T)
   deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
 
-  def backward_step(acc_t_plus_1, step):  # acc_t = v_t - V(x_t)
+  def backward_step(acc_t_plus_1: tf.Tensor, step: Tuple[tf.Tensor, tf.Tensor,
+                                                         tf.Tensor]) -> tf.Tensor:  # acc_t = v_t - V(x_t)
     discount_t, c_t, delta_t = step
     return delta_t + discount_t * c_t * acc_t_plus_1
 
@@ -192,8 +201,10 @@ def _from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_val
   return VTraceReturns(vs=tf.stop_gradient(vs), pg_advantages=tf.stop_gradient(pg_advantages))
 
 
-def _from_logits(behaviour_policy_logits, target_policy_logits, actions, discounts, rewards, values, bootstrap_value,
-                 clip_rho_threshold, clip_pg_rho_threshold):
+def _from_logits(behaviour_policy_logits: tf.Tensor, target_policy_logits: tf.Tensor, actions: tf.Tensor,
+                 discounts: tf.Tensor, rewards: tf.Tensor, values: tf.Tensor, bootstrap_value: tf.Tensor,
+                 clip_rho_threshold: Optional[tf.Tensor],
+                 clip_pg_rho_threshold: Optional[tf.Tensor]) -> VTraceFromLogitsReturns:
   """The arithmetic of `from_logits` on converted, rank-checked tensors."""
   target_action_log_probs = log_probs_from_logits_and_actions(target_policy_logits, actions)
   behaviour_action_log_probs = log_probs_from_logits_and_actions(behaviour_policy_logits, actions)
@@ -212,14 +223,16 @@ _COMPILED = {
     for mode in ('jit', 'function')
 }
 
+_Returns = TypeVar('_Returns', VTraceReturns, VTraceFromLogitsReturns)
 
-def _stop_gradients(returns):
+
+def _stop_gradients(returns: _Returns) -> _Returns:
   """Stops the gradient of vs and pg_advantages outside the compiled call too, so that a tape gives None for them
   (a compiled function's backward pass would give zeros)."""
   return returns._replace(vs=tf.stop_gradient(returns.vs), pg_advantages=tf.stop_gradient(returns.pg_advantages))
 
 
-def _implementation(fn, execution_mode):
+def _implementation(fn: Callable[..., Any], execution_mode: str) -> Callable[..., Any]:
   if execution_mode not in EXECUTION_MODES:
     raise ValueError(f'execution_mode must be one of {EXECUTION_MODES}, got {execution_mode!r}.')
   return fn if execution_mode == 'eager' else _COMPILED[(fn, execution_mode)]

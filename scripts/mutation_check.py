@@ -69,8 +69,8 @@ MUTATIONS = [
              'merged_states(batch.next_states, [batch.contexts])', [META_BATCH, TF1_META]),
     # The low-level update (uvf/train_step.py).
     Mutation('low_gamma_dropped', TRAIN, '[batch.goals], self._gamma)', '[batch.goals], 1.0)', [LOW_BATCH, TF1_LOW]),
-    Mutation('low_trains_on_stored_reward', TRAIN, '[batch.goals]), batch.actions, context_rewards, discounts,',
-             '[batch.goals]), batch.actions, batch.rewards, discounts,', [LOW_BATCH, TF1_LOW]),
+    Mutation('low_trains_on_stored_reward', TRAIN, 'return (states, batch.actions, context_rewards, discounts,',
+             'return (states, batch.actions, batch.rewards, discounts,', [LOW_BATCH, TF1_LOW]),
     Mutation('low_next_state_with_old_goal', TRAIN, 'merged_states(batch.next_states, [batch.next_goals])',
              'merged_states(batch.next_states, [batch.goals])', [LOW_BATCH, TF1_LOW]),
     # TD3 (uvf/agents/ddpg_agent.py, uvf/agents/td3_update.py).

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -76,6 +78,7 @@ def test_status_of_a_started_run_with_no_checkpoint_yet(tmp_path):
                                        'episode finished yet'
 
 
+@pytest.mark.slow
 def test_curve_draws_the_test_mode_results_beside_the_training_episodes(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
 
@@ -247,6 +250,7 @@ checkpoints.make_checkpoint_manager(sys.argv[1], agent, learner.optimizer, learn
 """
 
 
+@pytest.mark.slow
 def test_test_plays_whole_games_on_each_kept_checkpoint_once(tmp_path):
   """`test` on a run whose learner kept a checkpoint at 0 frames (the configured shallow agent, untrained): real
   Breakout games in test mode, the result beside the checkpoint, read by `curve`; a second `test` plays nothing."""

@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.uvf import hiro_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,6 +56,7 @@ def check_screen(result, first_line):
   assert out[-1] == 'OpenGL modules imported: []', result.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_hiro_trains_without_opengl_with_egl_pointing_at_a_missing_library(tmp_path):
   # EGL (explicitly asked for) is directed by glvnd to a vendor library that does not exist.
   vendor = tmp_path / 'vendor.json'
@@ -81,6 +84,7 @@ def test_hiro_trains_without_opengl_with_egl_pointing_at_a_missing_library(tmp_p
   assert err[-1].startswith('Training finished at global step 150')
 
 
+@pytest.mark.slow
 def test_impala_trains_without_opengl_with_osmesa_asked_for(tmp_path):
   # MUJOCO_GL=osmesa used to make `import mujoco` load OSMesa (and crash where libosmesa6 is missing).
   args = [
@@ -95,6 +99,7 @@ def test_impala_trains_without_opengl_with_osmesa_asked_for(tmp_path):
   assert err[-1].startswith('Done: 40 environment frames')
 
 
+@pytest.mark.slow
 def test_verbosity_shows_the_other_libraries_output(tmp_path):
   # A run stopped by a bad binding, after TensorFlow, tf-agents and gym are imported.
   result = run_train(['configs/ant_maze.gin', '--gin_param', 'train_uvf.no_such_arg = 1', '--verbosity=0'], tmp_path)

@@ -110,6 +110,7 @@ def test_original_hiro_eval_command_line(tmp_path):
   assert 'save_policy_every_n_steps' in result.stderr
 
 
+@pytest.mark.slow
 def test_dmlab_config_without_deepmind_lab_says_what_to_install(tmp_path):
   code = ('import sys; sys.modules["deepmind_lab"] = None; sys.argv = ["run_train.py", "configs/impala_dmlab.gin"];'
           f'sys.path.insert(0, {str(REPO)!r}); import runpy; runpy.run_path({str(REPO / "run_train.py")!r}, '

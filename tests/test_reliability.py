@@ -227,6 +227,7 @@ def _hiro_run(tmp_path_factory):
   return {'dir': run_dir, 'refused': refused, 'existed': existed, 'root': root, 'args': args}
 
 
+@pytest.mark.slow
 def test_hiro_bad_values_are_refused_before_anything_is_written(hiro_run):
   """Before: the right sentence inside a 38-line traceback, exit 1, and run.json written, so that the corrected
   command was refused as another configuration."""
@@ -251,6 +252,7 @@ def test_an_unwritable_run_directory_is_a_usage_error(tmp_path):
   assert f'cannot write the run directory {run_dir}' in line and 'Choose a directory you can write' in line
 
 
+@pytest.mark.slow
 def test_hiro_corrupt_newest_resumes_from_the_newest_readable(hiro_run, tmp_path):
   """The newest full checkpoint truncated: the rerun warns, sets it aside (kept, renamed), resumes from the older
   one and overwrites nothing (before: `IndexError: Read less bytes than requested`, a 55-line traceback)."""
@@ -311,6 +313,7 @@ def test_hiro_unreadable_or_unsupported_checkpoints_are_refused_unchanged(hiro_r
     assert snapshot(run_dir) == before, case
 
 
+@pytest.mark.slow
 def test_hiro_full_disk(tmp_path):
   """The disk fills during a save: one message naming the directory, the size needed and what is free; what the save
   left is removed; the previous checkpoint is intact; the rerun is refused at its start with what it needs (before:
@@ -347,6 +350,7 @@ def test_hiro_full_disk(tmp_path):
       unmount(disk)
 
 
+@pytest.mark.slow
 def test_hiro_sigterm_second_training_lost_index_and_continuation(tmp_path):
   """A long run: a second training on its directory is refused naming the first (before: both ran and overwrote
   each other's checkpoints); SIGTERM stops the first at the next episode end after a full checkpoint, exit 143, no
@@ -467,6 +471,7 @@ def test_export_tf1_policy_keeps_file_system_urls():
 # IMPALA.
 
 
+@pytest.mark.slow
 def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
   """--num_actors=0 is one line, exit 2, nothing written (before: a 43-line traceback and run.json written); the
   corrected command runs in that directory; a second training there is refused while it runs; Ctrl-C (SIGINT)
@@ -487,6 +492,7 @@ def test_impala_bad_value_then_corrected_sigint_and_second_training(tmp_path):
   assert 'stopped by SIGINT after writing the checkpoint' in result.err
 
 
+@pytest.mark.slow
 def test_impala_divergence_stops_before_a_non_finite_checkpoint(tmp_path):
   """A learning rate of 1e30 makes the parameters diverge: the run stops with the non-finite values named, exit 5,
   no traceback, and every checkpoint holds finite values (before: an actor's 'action must be an integer index'

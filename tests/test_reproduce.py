@@ -116,6 +116,7 @@ def training_midway(root, seed):
   return pid_of(root, seed, 'train')
 
 
+@pytest.mark.slow
 def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   root = str(tmp_path / 'r')
   first, second, paused, layout = Kit(kit_command(root)), None, {}, {}
@@ -298,6 +299,7 @@ def test_kit_resumes_after_kill_9_and_aggregates(tmp_path, capsys):
   assert sorted(os.listdir(root)) == before
 
 
+@pytest.mark.slow
 def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
   """`--stop` beside a running kit: the stopped trainings are not restarted as crashes, the queued seed never
   starts, and the kit exits with status 130, leaving no process."""
@@ -324,6 +326,7 @@ def test_kit_stop_while_the_kit_runs_stops_every_seed(tmp_path):
     assert processes.holder(os.path.join(root, f'seed_{seed}', 'eval')) is None
 
 
+@pytest.mark.slow
 def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
   """A closed terminal: SIGHUP to the kit's process group. The kit stops its seeds (their trainings write their
   checkpoints: exit 130 on the kit's SIGINT), exits with 129 and leaves no process; the same command resumes each
@@ -363,6 +366,7 @@ def test_kit_stops_on_sighup_to_its_process_group_and_resumes(tmp_path):
     assert again.process.wait(timeout=300) == 130, again.output()[-3000:]
 
 
+@pytest.mark.slow
 def test_kit_user_errors(tmp_path):
   result = subprocess.run(kit_command(tmp_path, extra=['--gin_param', 'train_uvf.seed = 3']), cwd=REPO,
                           capture_output=True, text=True, timeout=300)
@@ -377,6 +381,7 @@ def test_kit_user_errors(tmp_path):
   assert 'Traceback' not in result.stderr and not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_kit_user_errors_of_only_seeds_and_results_from(tmp_path):
   """Bad --only_seeds / --results_from values: one line naming the problem, exit status 2, nothing written."""
   wrong_task = tmp_path / 'push.csv'  # an AntPush table: its eval2 goal is (0, 19), not AntMaze's (16, 16)
@@ -396,6 +401,7 @@ def test_kit_user_errors_of_only_seeds_and_results_from(tmp_path):
     assert 'Traceback' not in result.stderr and not os.path.exists(tmp_path / 'r')
 
 
+@pytest.mark.slow
 def test_kit_runs_only_some_seeds_and_aggregates_seeds_run_elsewhere(tmp_path, capsys):
   """--only_seeds 1 with --results_from: seed 0 was run on another machine (its per_seed.csv rows, hand-written
   here); the kit trains and evaluates seed 1 only, never touches seed 0, and the aggregate counts both."""
@@ -608,6 +614,7 @@ def test_kit_prints_no_third_party_banner(tmp_path):
   assert 'Gym has been unmaintained' not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_ray_backend_on_a_local_ray_instance(tmp_path):
   """--backend ray: the seed's job runs as a Ray task on a local Ray instance (ray.init in the kit). CI installs
   requirements-ray.txt; elsewhere this needs it too."""

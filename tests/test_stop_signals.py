@@ -239,6 +239,7 @@ SYSTEMS = {
 
 
 @pytest.mark.parametrize('system', sorted(SYSTEMS))
+@pytest.mark.slow
 def test_stops_by_timeout_group_signals_grace_and_a_dead_relay(system, tmp_path):
   times = _stop_cases(tmp_path, *SYSTEMS[system])
   assert max(times.values()) < GRACE_S, times
@@ -266,6 +267,7 @@ def test_the_relay_outlives_every_stop_signal_and_ends_with_its_pipe(signum):
   assert relay not in _processes()
 
 
+@pytest.mark.slow
 def test_impala_learner_checkpoints_when_its_environment_processes_die_with_the_stop(tmp_path):
   """The environment processes share the learner's process group: here they, and every other child in the group,
   die (SIGKILL) just before the group's SIGTERM. The learner still writes its checkpoint, prints its stop lines and exits 143."""

@@ -15,6 +15,8 @@ Build them as `train_uvf` does: `with tf.name_scope('uvf_agent'): UvfAgent([obs_
 scope names the variables like the original's, e.g. `uvf_agent/actor_net/states/states_1/weights`).
 """
 
+from typing import Any
+
 import gin
 import numpy as np
 import tensorflow as tf
@@ -52,7 +54,10 @@ class UvfAgentCore(object):
     **base_agent_kwargs: `TD3Agent` arguments (actor_net, critic_net, td_errors_loss, dqda_clipping, ...).
   """
 
-  BASE_AGENT_CLASS = ddpg_agent.TD3Agent
+  BASE_AGENT_CLASS: Any = ddpg_agent.TD3Agent
+  # Of the base agent, which a subclass of this mixin also derives from (`UvfAgent`, `MetaAgent`).
+  actor: Any
+  action_spec: Any
 
   def __init__(self, observation_spec, action_spec, tf_env, tf_context, step_cond_fn=cond_fn.env_transition,
                reset_episode_cond_fn=cond_fn.env_restart, reset_env_cond_fn=cond_fn.false_fn, metrics=None,

@@ -37,6 +37,7 @@ import datetime
 import os
 import re
 import time
+from typing import Dict
 
 from absl import logging
 import gin
@@ -122,7 +123,7 @@ def evaluate_checkpoint_repeatedly(checkpoint_dir, evaluate_checkpoint_fn, eval_
   if max_number_of_evaluations is not None and max_number_of_evaluations <= 0:
     raise ValueError('`max_number_of_evaluations` must be either None or a positive number.')
   done = set(int(step) for step in already_evaluated)
-  failures = {}
+  failures: Dict[str, int] = {}
   evaluations = 0
   last_found = time.time()
   waiting_logged = False

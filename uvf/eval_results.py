@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+from typing import Dict, Set
 
 import gin
 import numpy as np
@@ -131,7 +132,7 @@ class Results(object):
   def evaluated_steps(self, modes):
     """The steps that have a row for every mode of `modes`: the global steps and the <step> of the rows'
     `model.ckpt-<step>` checkpoint names (the same for this port's checkpoints)."""
-    by_step = {}
+    by_step: Dict[int, Set[str]] = {}
     for row in self.rows:
       steps = {int(row['step'])}
       match = re.search(r'-(\d+)$', str(row.get('checkpoint', '')))

@@ -40,6 +40,7 @@ rates agree statistically. `act` matches run_eval bit for bit when run_eval eval
 import json
 import os
 from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from uvf import quiet_imports
 
@@ -48,6 +49,7 @@ quiet_imports.load()  # Before TensorFlow and tf-agents load: their start-up lin
 # pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
 import gin  # noqa: E402
 import numpy as np  # noqa: E402
+import numpy.typing as npt  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from rundir import checkpoints as run_checkpoints  # noqa: E402
@@ -68,7 +70,7 @@ CONFIG = 'config.gin'
 INFO = 'best_policy.json'
 
 
-def bundle_dir(task):
+def bundle_dir(task: str) -> Path:
   """The directory of the trained policy of `task` (one of `TASKS`) -> pathlib.Path.
 
   The installed copy `<uvf package>/trained/<snake_task>/best_policy` if it exists (a wheel places the bundles
@@ -92,7 +94,7 @@ def bundle_dir(task):
                           f'{candidates[1]} (repository checkout) exists.')
 
 
-def _bundle(task_or_dir):
+def _bundle(task_or_dir: Union[str, os.PathLike[str]]) -> Tuple[Path, Dict[str, Any], str]:
   """(directory, best_policy.json dict, checkpoint prefix) of a task name or bundle directory."""
   if isinstance(task_or_dir, str) and task_or_dir in _SNAKE:
     directory = bundle_dir(task_or_dir)
@@ -112,7 +114,7 @@ def _bundle(task_or_dir):
                               f'policy checkpoint, {CONFIG} and {INFO}).{fix}')
   with open(directory / INFO, encoding='utf-8') as f:
     info = json.load(f)
-  prefix = directory / f'model.ckpt-{info["step"]}' if 'step' in info else None
+  prefix: Union[Path, str, None] = directory / f'model.ckpt-{info["step"]}' if 'step' in info else None
   if prefix is None or not Path(f'{prefix}.index').is_file():
     found = run_checkpoints.list_checkpoints(str(directory))
     if not found:
@@ -121,7 +123,7 @@ def _bundle(task_or_dir):
   return directory, info, str(prefix)
 
 
-def load_policy(task_or_dir):
+def load_policy(task_or_dir: Union[str, os.PathLike[str]]) -> 'HiroPolicy':
   """Loads a trained HIRO policy -> `HiroPolicy`.
 
   Parses the bundle's config.gin (replacing this process's gin configuration, as run_eval.py does: the config is
@@ -200,7 +202,8 @@ class HiroPolicy(tf.Module):
     info: the `info` dict.
   """
 
-  def __init__(self, meta_agent, uvf_agent, state_preprocess, observation_dim, target, info):
+  def __init__(self, meta_agent: Any, uvf_agent: Any, state_preprocess: Any, observation_dim: int,
+               target: npt.ArrayLike, info: Mapping[str, Any]) -> None:
     super().__init__(name='hiro_policy')
     self._meta_agent, self._uvf_agent, self._state_preprocess = meta_agent, uvf_agent, state_preprocess
     self._low_context, self._meta_context = uvf_agent.tf_context, meta_agent.tf_context
@@ -225,13 +228,13 @@ class HiroPolicy(tf.Module):
     # (the goal transition's k) read their bindings when traced, and a later load_policy replaces them.
     self._act.get_concrete_function()
 
-  def _check_target(self, target):
+  def _check_target(self, target: npt.ArrayLike) -> np.ndarray:
     value = np.asarray(target, np.float32)
     if value.shape != (self.target_dim,):
       raise ValueError(f'target must have shape [{self.target_dim}] (environment units), got {value.shape}.')
     return value
 
-  def reset(self, target=None):
+  def reset(self, target: Optional[npt.ArrayLike] = None) -> None:
     """Starts an episode: goal 0, step count 0, and the task target `target` (float [M], environment units, e.g.
     the (x, y) point to reach; None: the bundle's, `info['target']`: AntMaze (0, 16), AntPush (0, 19), AntFall
     (0, 27, 4.5)). The next `act` takes the episode's first observation s_0."""
@@ -240,7 +243,7 @@ class HiroPolicy(tf.Module):
     self._previous.assign(tf.zeros([self.observation_dim]))
     self._t.assign(0)
 
-  def act(self, observation):
+  def act(self, observation: npt.ArrayLike) -> np.ndarray:
     """The deterministic action for `observation` -> np.ndarray float32 [A] (A = 8 for the ant, within its action
     bounds, [-30, 30] for the ant).
 
@@ -252,13 +255,13 @@ class HiroPolicy(tf.Module):
     """
     return self._act(np.asarray(observation, np.float32)).numpy()
 
-  def _act_fn(self, observation):
+  def _act_fn(self, observation: tf.Tensor) -> tf.Tensor:
     """One step in the graph: observation float32 [D] -> action float32 [A]; updates goal, target, step count. The
     networks compute a batch of one row (see the module docstring)."""
     obs = observation[None]
     t = self._t.read_value()
 
-    def advance():
+    def advance() -> Tuple[tf.Tensor, tf.Tensor]:
       previous = self._previous.read_value()[None]
       goals, targets = rollout.next_goals(self._low_context, self._meta_context, self._meta_agent,
                                           self._goal.read_value()[None],
@@ -275,34 +278,34 @@ class HiroPolicy(tf.Module):
     return actions[0]
 
   @property
-  def act_function(self):
+  def act_function(self) -> Any:
     """The `tf.function` each `act` calls once (its `experimental_get_tracing_count()` stays 1)."""
     return self._act
 
   @property
-  def agents(self):
+  def agents(self) -> Tuple[Any, Any, Any]:
     """(meta_agent, uvf_agent, state_preprocess), as `uvf.build.build_agents` returns them."""
     return self._meta_agent, self._uvf_agent, self._state_preprocess
 
   @property
-  def goal(self):
+  def goal(self) -> np.ndarray:
     """np.ndarray float32 [G]: the current sub-goal g, relative to the state (G = 15 for hiro_orig: a desired change
     of s[:15], the first two entries in environment distance units (x, y)); 0 before the first goal of an episode.
     The point it aims at is observation[:2] + goal[:2]."""
     return self._goal.numpy()
 
   @property
-  def target(self):
+  def target(self) -> np.ndarray:
     """np.ndarray float32 [M]: the task target T (environment units)."""
     return self._target.numpy()
 
   @property
-  def step_count(self):
+  def step_count(self) -> int:
     """int: the `act` calls since the last `reset`."""
     return int(self._t.numpy())
 
   @property
-  def info(self):
+  def info(self) -> Dict[str, Any]:
     """dict: 'task', 'bundle', 'checkpoint', 'step' (the checkpoint's global step), 'mode', 'target' (the default
     one), 'state_indices' (the observation entries the target is compared with: the success is
     ||observation[state_indices] - target|| < `uvf.protocol.SUCCESS_DISTANCE` at the episode's end),

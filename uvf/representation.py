@@ -23,6 +23,7 @@ W ~ U(+-0.003), b = 0 (the original's arg_scope set only the weights initialiser
 """
 
 import collections
+from typing import Any
 
 import gin
 import numpy as np
@@ -232,10 +233,11 @@ class StatePreprocess(tf.Module):
                        'StatePreprocess.trainable = True (an untrained network is not supported).')
     self._state_preprocess_net = state_preprocess_net
     self._action_embed_net = action_embed_net
-    self._phi = self._psi = None
-    self._all_embed = None
-    self._num_steps = None
-    self._rng = None
+    self._phi: Any = None
+    self._psi: Any = None
+    self._all_embed: Any = None
+    self._num_steps: Any = None
+    self._rng: Any = None
     self._seed = seed
 
   @property

@@ -8,6 +8,7 @@ and between calls writes summaries, logs progress (a line with steps, rate and E
 
 import os
 import time
+from typing import Any
 
 from absl import logging
 import gin
@@ -83,7 +84,7 @@ class TrainingLoop(object):
     self.policy_manager = tf.train.CheckpointManager(self.policy_checkpoint, self.policy_dir,
                                                      max_to_keep=settings.max_policies_to_save,
                                                      checkpoint_name=run_checkpoints.CHECKPOINT_NAME)
-    self.writer = None  # created by `run`, after the checks of the run directory
+    self.writer: Any = None  # created by `run`, after the checks of the run directory
     self.checkpoint_bytes = None  # of one full checkpoint (`check_free_space`)
     self.last_saved_step = None
     self.timings = {'initial_collect': 0.0, 'train': 0.0}
@@ -354,10 +355,10 @@ class TrainingLoop(object):
         metrics = dict(metrics, **{'meta/' + k: v for k, v in t.meta_step().items()})
       last_step = step
       now = time.time()
-      policy_every, log_every = settings.save_policy_every_n_steps, settings.log_every_n_steps
-      if policy_every and step // policy_every != previous // policy_every:
+      policy_period, log_period = settings.save_policy_every_n_steps, settings.log_every_n_steps
+      if policy_period and step // policy_period != previous // policy_period:
         self.save_policy()
-      if log_every and step // log_every != previous // log_every:
+      if log_period and step // log_period != previous // log_period:
         rate = (step - last_log_step) / max(now - last_log_time, 1e-9)
         self._report_progress(step, rate, float(metrics['nometa/critic_loss'] + metrics['nometa/actor_loss']))
         last_log_time, last_log_step = now, step

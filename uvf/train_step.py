@@ -7,6 +7,8 @@ loop (collection, low-level and meta updates) inside one `tf.function` (`run_ste
 calls by `uvf.run_loop.TrainingLoop`.
 """
 
+from typing import Any
+
 import tensorflow as tf
 
 from uvf import build
@@ -95,7 +97,7 @@ class HiroTrainer(tf.Module):
     self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
     self.num_episodes = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_episodes')
     self.num_resets = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_resets')
-    self.repr_update = None
+    self.repr_update: Any = None
     if state_preprocess.trainable:
       # The original built the repr optimizer first (its Adam beta powers are meta_2/beta{1,2}_power). The
       # representation's variables and this optimizer live outside the strategy: it is updated in the loop itself.
@@ -165,9 +167,10 @@ class HiroTrainer(tf.Module):
                                                                         batch.rewards * self._reward_scale_factor,
                                                                         next_state_reprs, [batch.goals])
     discounts = self._discounts(self.uvf_agent, context_discounts, [batch.goals], self._gamma)
-    return (self.uvf_agent.merged_states(batch.states, [batch.goals]), batch.actions, context_rewards, discounts,
-            self.uvf_agent.merged_states(batch.next_states,
-                                         [batch.next_goals]), self.uvf_agent.target_noise(self._batch_size))
+    states = self.uvf_agent.merged_states(batch.states, [batch.goals])
+    next_states = self.uvf_agent.merged_states(batch.next_states, [batch.next_goals])
+    return (states, batch.actions, context_rewards, discounts, next_states,
+            self.uvf_agent.target_noise(self._batch_size))
 
   @property
   def meta_period(self):
@@ -220,9 +223,9 @@ class HiroTrainer(tf.Module):
     _, context_discounts = self.meta_agent.compute_rewards(batch.states, goals, rewards, batch.next_states,
                                                            [batch.contexts])
     discounts = self._discounts(self.meta_agent, context_discounts, [batch.contexts], self._meta_gamma)
-    return (self.meta_agent.merged_states(batch.states, [batch.contexts]), goals, rewards, discounts,
-            self.meta_agent.merged_states(batch.next_states,
-                                          [batch.next_contexts]), self.meta_agent.target_noise(self._batch_size))
+    states = self.meta_agent.merged_states(batch.states, [batch.contexts])
+    next_states = self.meta_agent.merged_states(batch.next_states, [batch.next_contexts])
+    return states, goals, rewards, discounts, next_states, self.meta_agent.target_noise(self._batch_size)
 
   def _meta_level_update(self):
     """One meta TD3 update on a fresh meta batch with relabelled goals. Returns dict of float32 scalars."""

@@ -311,6 +311,7 @@ def test_hash_buckets_of_the_reference_table():
   assert dict(zip(tokens, buckets.tolist())) == HASH_BUCKETS
 
 
+@pytest.mark.slow
 def test_unroll_reproduces_the_tf1_reference_network(tmp_path):
   with_instructions = make_inputs(seed=0, instructions=INSTRUCTIONS, done=DONE)
   all_empty = dict(with_instructions, instruction=np.full((T, B), '', dtype=object))  # Token dimension 0: padded.

@@ -54,6 +54,7 @@ def test_the_config_reaches_the_environment_and_the_agent(atari_config):  # pyli
   assert isinstance(agent, networks.FeedForwardAgent) and agent.num_actions == 6
 
 
+@pytest.mark.slow
 def test_short_atari_training_then_test_mode(tmp_path, atari_config):  # pylint: disable=unused-argument,redefined-outer-name
   logdir = str(tmp_path)
   settings = settings_lib.Settings(level_name='atari/breakout', num_actors=2, batch_size=2, unroll_length=10, width=84,

@@ -147,6 +147,7 @@ def test_actors_get_the_latest_weights_once_and_the_finished_flag():
     server.stop()
 
 
+@pytest.mark.slow
 def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
   monkeypatch.setattr(transport, 'RPC_TIMEOUT_S', 1)
   monkeypatch.setattr(transport, 'BACKOFF_S', (.5, 1.))
@@ -319,6 +320,7 @@ def _wait_for_frames(port, minimum, timeout):
   raise AssertionError(f'the learner reached only {frames} < {minimum} frames in {timeout} s')
 
 
+@pytest.mark.slow
 def test_learner_and_actor_processes_train_through_an_actor_kill_and_checkpoint(tmp_path):
   logdir, logs = str(tmp_path / 'run'), str(tmp_path / 'logs')
   os.makedirs(logs)
@@ -379,6 +381,7 @@ def test_learner_and_actor_processes_train_through_an_actor_kill_and_checkpoint(
   assert {'total_loss', 'learning_rate', LEVEL + '/episode_return'} <= tags
 
 
+@pytest.mark.slow
 def test_launch_local_cluster_runs_to_the_end_and_the_actors_exit_by_themselves(tmp_path):
   logdir = str(tmp_path / 'run')
   result = subprocess.run([

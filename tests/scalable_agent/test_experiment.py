@@ -184,6 +184,7 @@ def test_train_refuses_a_multi_machine_job():
     experiment.train('/tmp/unused', settings_lib.Settings(task=0, level_name='builtin/find_object'))
 
 
+@pytest.mark.slow
 def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path):
   gin.clear_config()  # The released agent (another test's gin bindings, e.g. a parsed config, would change it).
   logdir = str(tmp_path)
@@ -243,6 +244,7 @@ def test_training_survives_a_killed_actor_checkpoints_resumes_and_tests(tmp_path
     assert f.read() == first
 
 
+@pytest.mark.slow
 def test_a_checkpoint_kept_every_n_frames_outlives_the_rotation_and_is_tested(tmp_path):
   gin.clear_config()
   logdir = str(tmp_path)

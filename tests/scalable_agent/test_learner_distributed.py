@@ -229,6 +229,7 @@ def _state(arrays, prefix):
   return {key.split(':', 1)[1]: value for key, value in arrays.items() if key.startswith(prefix + ':')}
 
 
+@pytest.mark.slow
 def test_mirrored_runs_on_two_logical_cpus_with_mirrored_variables(child):
   results, _ = child
   assert results['num_replicas'] == 2

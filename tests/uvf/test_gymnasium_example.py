@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAGE = os.path.join(REPO, 'docs', 'hiro', 'gymnasium.md')
 
@@ -19,6 +21,7 @@ def example_and_output():
   return code, output
 
 
+@pytest.mark.slow
 def test_the_documented_example_prints_its_documented_output(tmp_path):
   code, output = example_and_output()
   result = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=600, env={

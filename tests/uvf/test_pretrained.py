@@ -85,6 +85,7 @@ with open(path, 'w') as f:
 """
 
 
+@pytest.mark.slow
 def test_antpush_episodes_match_run_eval_one_episode_per_call(policy, tmp_path):
   info = json.loads((pretrained.bundle_dir('AntPush') / pretrained.INFO).read_text())
   assert info['config_files'] == ['configs/ant_push.gin'] and not info['bindings']
@@ -232,6 +233,7 @@ def test_committed_bundles_config_gin_is_the_flattened_configuration():
     assert f'#   config files: {info["config_files"][0]}\n' in text
 
 
+@pytest.mark.slow
 def test_loads_without_launcher_and_configs_to_the_same_configuration(tmp_path):
   """As an installed package does: a fresh interpreter that imports `uvf.pretrained` alone (no launcher, no
   configs/ tree on gin's search path, another working directory) loads the AntFall bundle, and its gin
@@ -382,6 +384,7 @@ def test_act_rejects_a_wrong_observation(policy):
   assert tf.is_tensor(policy.act_function(tf.zeros([policy.observation_dim])))
 
 
+@pytest.mark.slow
 def test_a_library_user_sees_nothing_but_their_own_lines(tmp_path):
   """A fresh interpreter outside the checkout, as a library user: `import uvf`, `from uvf import pretrained`,
   `load_policy` and `act` print nothing of TensorFlow's native start-up lines or gym's banner; the

@@ -349,6 +349,7 @@ def test_hiro_repr_traces_once_and_uses_phi(repr_run):
   np.testing.assert_allclose(captured['rewards'], expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_hiro_repr_restart_resumes_exactly(repr_run, tmp_path):
   train_dir, _, _ = repr_run
   continued = _state(_run(train_dir, episodes=2))

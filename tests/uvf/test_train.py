@@ -221,6 +221,7 @@ def test_meta_update_trains_on_relabelled_goals_scaled_rewards_and_meta_discount
   assert target_noise.shape == (16, 15) and np.all(np.abs(target_noise) <= 0.5)
 
 
+@pytest.mark.slow
 def test_restart_resumes_exactly(run_a, tmp_path):
   train_dir, _, state_a = run_a
   # Restoring gives back the counters, the replay contents and the weights.
@@ -242,6 +243,7 @@ def test_restart_resumes_exactly(run_a, tmp_path):
     np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow
 def test_strategies_match_default(tmp_path):
   # The full configuration, exploration and target smoothing noise included: the noise is drawn outside the replica
   # context, so it does not depend on the strategy. One device runs the same graph as no strategy (bit-identical);
@@ -266,6 +268,7 @@ def test_bad_strategy_is_rejected(tmp_path):
     hiro_fixtures.run_training(tmp_path, bindings)
 
 
+@pytest.mark.slow
 def test_run_train_end_to_end(tmp_path):
   bindings = hiro_fixtures.small_bindings(
       episodes=1) + ['train_uvf.initial_episodes = 0', 'train_uvf.initial_steps = 20']
@@ -281,6 +284,7 @@ def test_run_train_end_to_end(tmp_path):
 @pytest.mark.parametrize('config, obs_dim, action_dim', [('ant_push_repr', 30, 8), ('ant_fall_repr', 30, 8),
                                                          ('ant_block_repr', 33, 8), ('ant_block_maze_repr', 33, 8),
                                                          ('point_maze_repr', 7, 2)])
+@pytest.mark.slow
 def test_every_hiro_repr_config_trains(config, obs_dim, action_dim, tmp_path):
   """hiro_repr on the other tasks (ant_maze_repr: tests/uvf/test_representation.py): 20-step episodes, 100 steps."""
   original = hiro_fixtures.CONFIG

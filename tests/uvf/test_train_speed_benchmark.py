@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = [
     'train_uvf.initial_episodes = 1', 'train_uvf.batch_size = 16', 'agent/CircularBuffer.buffer_size = 1000',
@@ -12,6 +14,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_seeds_mode_prints_each_seed_and_the_total():
   command = [sys.executable, str(ROOT / 'benchmarks' / 'hiro_train_speed.py'), '--seeds', '2', '--steps', '100']
   for binding in SMALL:
@@ -29,6 +32,7 @@ def test_seeds_mode_prints_each_seed_and_the_total():
   assert abs(total - sum(rates)) <= 1.0, out
 
 
+@pytest.mark.slow
 def test_default_mode_times_every_phase():
   """The phase table (physics, collection, low / meta updates, full loop): each phase through the trainer's public
   update methods (this mode once called a renamed private method and failed, and so did the GPU check built on it)."""

@@ -6,6 +6,8 @@ level's context tensors, each [B, C]. HIRO uses two of them: `negative_distance`
 scope `uvf/`, the task reward under `task/`) and, in other setups, `plain_rewards`. The others remain placeholders.
 """
 
+from typing import Any, Dict
+
 import gin
 import tensorflow as tf
 
@@ -142,7 +144,7 @@ def negative_distance(states, actions, rewards, next_states, contexts, state_sca
   del actions, rewards  # Unused, as in the original.
   if norm not in ('L2', 'L1'):
     raise ValueError(f"negative_distance: unknown norm {norm!r}; valid norms are 'L2' and 'L1'.")
-  stats = {}
+  stats: Dict[str, Any] = {}
   if summarize:
     _record_tensor(next_states, state_indices, stats, 'next_states')
   states = index_states(states, state_indices)

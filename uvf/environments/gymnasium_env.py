@@ -30,11 +30,12 @@ Version history:
 """
 
 import inspect
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import gymnasium
 from gymnasium import spaces
 import numpy as np
+import numpy.typing as npt
 
 from uvf.environments import maze
 from uvf.environments import tasks
@@ -51,7 +52,7 @@ def env_id(env_name: str) -> str:
   return f'{NAMESPACE}/{env_name}-v{VERSION}'
 
 
-def _negative_distance(achieved_goal, desired_goal) -> np.ndarray:
+def _negative_distance(achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike) -> np.ndarray:
   """float64 [...]: the reward, -sqrt(||achieved - desired||^2 + 1e-10) (length units), of goals [..., G].
 
   The one computation of the reward, the step's and `compute_reward`'s alike, so that the two agree bit for bit (as
@@ -83,9 +84,10 @@ class HiroMazeEnv(gymnasium.Env):
   """
   metadata = {'render_modes': list(maze.RENDER_MODES), 'render_fps': 10}  # one step is 0.1 s (ant)
 
-  def __new__(cls, *args, **kwargs):
+  def __new__(cls, *args: Any, **kwargs: Any) -> 'HiroMazeEnv':
     """A `GoalConditionedHiroMazeEnv` where `HiroMazeEnv` itself is called with `goal_conditioned=True`."""
     if cls is HiroMazeEnv:
+      arguments: Mapping[str, Any]
       try:
         arguments = inspect.signature(HiroMazeEnv.__init__).bind(None, *args, **kwargs).arguments
       except TypeError:
@@ -95,7 +97,7 @@ class HiroMazeEnv(gymnasium.Env):
     return super().__new__(cls)
 
   def __init__(self, env_name: str = 'AntMaze', goal: Optional[Sequence[float]] = None, goal_conditioned: bool = False,
-               render_mode: Optional[str] = None, width: int = 480, height: int = 480):
+               render_mode: Optional[str] = None, width: int = 480, height: int = 480) -> None:
     if env_name not in REGISTERED:
       raise ValueError(f'Unknown HIRO environment {env_name!r}; valid names: {", ".join(REGISTERED)}.')
     if render_mode is not None and render_mode not in self.metadata['render_modes']:
@@ -125,14 +127,14 @@ class HiroMazeEnv(gymnasium.Env):
       self.observation_space = observation
     self.action_space = spaces.Box(self.maze.action_low, self.maze.action_high, dtype=np.float32)
 
-  def _check_goal(self, goal) -> np.ndarray:
+  def _check_goal(self, goal: npt.ArrayLike) -> np.ndarray:
     value = np.asarray(goal, dtype=np.float32)
     if value.shape != self._indices.shape or not np.all(np.isfinite(value)):
       raise ValueError(f'{self.env_name}: the goal must be {len(self._indices)} finite numbers (the observation at '
                        f'indices {tuple(self._indices.tolist())}), got {goal!r}.')
     return value
 
-  def _outputs(self, observation):
+  def _outputs(self, observation: Any) -> Tuple[Any, float, Dict[str, Any]]:
     """(observation as the space says, distance, success)."""
     achieved = observation[self._indices]
     distance = -float(_negative_distance(achieved, self.goal))
@@ -141,7 +143,8 @@ class HiroMazeEnv(gymnasium.Env):
       observation = {'observation': observation, 'achieved_goal': achieved, 'desired_goal': self.goal.copy()}
     return observation, -distance, info
 
-  def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None):
+  def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str,
+                                                                        Any]] = None) -> Tuple[Any, Dict[str, Any]]:
     """Starts an episode. `seed`: re-seeds the start-state noise; `options={'goal': g}`: the goal of this episode
     (later episodes return to the goal given at construction)."""
     super().reset(seed=seed)
@@ -153,19 +156,19 @@ class HiroMazeEnv(gymnasium.Env):
     observation, _, info = self._outputs(self.maze.restart())
     return observation, info
 
-  def step(self, action):
+  def step(self, action: npt.ArrayLike) -> Tuple[Any, float, bool, bool, Dict[str, Any]]:
     """One step (0.1 s for the ant): (observation, reward, terminated=False, truncated=False, info)."""
     _, observation = self.maze.advance(np.asarray(action, dtype=np.float32))
     observation, reward, info = self._outputs(observation)
     return observation, reward, False, False, info
 
-  def render(self):
+  def render(self) -> Optional[np.ndarray]:
     """uint8 [height, width, 3] with render_mode 'rgb_array'; None without a render mode."""
     if self.render_mode is None:
       return None
     return self.maze.render(height=self.height, width=self.width)
 
-  def close(self):
+  def close(self) -> None:
     self.maze.close()
 
 
@@ -175,12 +178,12 @@ class GoalConditionedHiroMazeEnv(HiroMazeEnv):
   Stable-Baselines3's `HerReplayBuffer`). Same arguments as `HiroMazeEnv`; `goal_conditioned` must stay True."""
 
   def __init__(self, env_name: str = 'AntMaze', goal: Optional[Sequence[float]] = None, goal_conditioned: bool = True,
-               render_mode: Optional[str] = None, width: int = 480, height: int = 480):
+               render_mode: Optional[str] = None, width: int = 480, height: int = 480) -> None:
     if not goal_conditioned:
       raise ValueError('GoalConditionedHiroMazeEnv observes the goal dict; HiroMazeEnv observes the array.')
     super().__init__(env_name, goal, True, render_mode, width, height)
 
-  def compute_reward(self, achieved_goal, desired_goal, info=None):
+  def compute_reward(self, achieved_goal: npt.ArrayLike, desired_goal: npt.ArrayLike, info: Any = None) -> np.ndarray:
     """float64 [...]: the step's reward for achieved / desired goals [..., G] (`info`, one per goal, is unused)."""
     del info  # the reward depends on the goals only
     return _negative_distance(achieved_goal, desired_goal)

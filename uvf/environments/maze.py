@@ -31,6 +31,7 @@ unseeded environments.
 import atexit
 import math
 import os
+from typing import Any, Dict, List, Optional, Tuple, Type
 import weakref
 import xml.etree.ElementTree as ET
 
@@ -38,6 +39,7 @@ import mujoco
 import numpy as np
 
 from uvf.environments import maze_env_utils
+from uvf.environments import mujoco_env
 from uvf.environments import rendering
 
 # Directory of the robots' XML files (the original used a path relative to the working directory).
@@ -45,18 +47,21 @@ MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'assets')
 
 RENDER_MODES = ('rgb_array',)
 
+XY = Tuple[float, float]  # a point (x, y), MuJoCo length units
+Segment = Tuple[XY, XY]  # a wall's or a block's side
+
 # Environments holding a renderer. Closing them at interpreter exit, while OpenGL's Python modules still exist, avoids
 # the PyOpenGL errors that `mujoco.Renderer.__del__` prints when it runs during shutdown. Call `close()` anyway.
-_OPEN_RENDERERS = weakref.WeakSet()
+_OPEN_RENDERERS: 'weakref.WeakSet[Maze]' = weakref.WeakSet()
 
 
 @atexit.register
-def _close_renderers():
+def _close_renderers() -> None:
   for env in list(_OPEN_RENDERERS):
     env.close()
 
 
-def _fmt(*values):
+def _fmt(*values: float) -> str:
   return ' '.join('%f' % v for v in values)
 
 
@@ -76,11 +81,13 @@ class Maze:
     elevated: whether the maze has chasms (and platforms); blocks: whether it has movable blocks.
     t: env steps since the last reset.
   """
-  MODEL_CLASS = None
+  MODEL_CLASS: Any = None  # the robot class, a Type[mujoco_env.MujocoEnv] (None: `robot_class` names it)
 
-  def __init__(self, maze_id=None, maze_height=0.5, maze_size_scaling=8, n_bins=0, sensor_range=3.,
-               sensor_span=2 * math.pi, observe_blocks=False, put_spin_near_agent=False, top_down_view=False,
-               manual_collision=False, seed=None, robot_class=None):
+  def __init__(self, maze_id: Optional[str] = None, maze_height: float = 0.5, maze_size_scaling: float = 8,
+               n_bins: int = 0, sensor_range: float = 3., sensor_span: float = 2 * math.pi,
+               observe_blocks: bool = False, put_spin_near_agent: bool = False, top_down_view: bool = False,
+               manual_collision: bool = False, seed: Optional[int] = None,
+               robot_class: Optional[Type[mujoco_env.MujocoEnv]] = None) -> None:
     """Builds the maze model.
 
     Args:
@@ -97,7 +104,7 @@ class Maze:
       seed: int or None, seed of the reset noise (see `seed`).
       robot_class: the robot simulation class (`ant.AntEnv`, `point.PointEnv`); default `MODEL_CLASS`.
     """
-    model_cls = robot_class or self.MODEL_CLASS
+    model_cls: Any = robot_class or self.MODEL_CLASS  # (its FILE, N_OBS_QPOS, ...: set by every robot class)
     if model_cls is None:
       raise TypeError(f'{type(self).__name__} has no robot: pass robot_class (ant.AntEnv or point.PointEnv).')
     self.MODEL_CLASS = model_cls
@@ -137,7 +144,7 @@ class Maze:
     self._wall_centres = self._cell_centres(1)
     self._chasm_centres = self._cell_centres(-1)
     # Wall cells as boxes (x_min, x_max, y_min, y_max) by grid index, for the manual collision check.
-    self._wall_boxes = {}
+    self._wall_boxes: Dict[Tuple[int, int], Tuple[float, float, float, float]] = {}
     for i, row in enumerate(structure):
       for j, cell in enumerate(row):
         if cell == 1:
@@ -145,7 +152,7 @@ class Maze:
           self._wall_boxes[i,
                            j] = (x - size_scaling / 2, x + size_scaling / 2, y - size_scaling / 2, y + size_scaling / 2)
     # Static segments (walls and chasm edges) of the range sensors: (((x1, y1), (x2, y2)), cell type).
-    self._static_segments = []
+    self._static_segments: List[Tuple[Segment, int]] = []
     for kind, centres in ((1, self._wall_centres), (-1, self._chasm_centres)):
       for x, y in centres:
         self._static_segments += [(seg, kind) for seg in self._square_segments(x, y)]
@@ -170,13 +177,13 @@ class Maze:
 
     # The actuators' bounds, float32 [A] each (the action space).
     self.action_low, self.action_high = robot.model.actuator_ctrlrange.T.astype(np.float32)
-    self._renderer = None
-    self._camera = None
+    self._renderer: Any = None  # mujoco.Renderer
+    self._camera: Any = None  # mujoco.MjvCamera
     self.t = 0
 
   # -- Construction -------------------------------------------------------------------------------------------------
 
-  def _cell_centres(self, kind):
+  def _cell_centres(self, kind: int) -> List[XY]:
     """World (x, y) centres of the cells equal to `kind`, in layout order."""
     s = self.MAZE_SIZE_SCALING
     return [(j * s - self._init_torso_x, i * s - self._init_torso_y)
@@ -184,12 +191,12 @@ class Maze:
             for j, cell in enumerate(row)
             if cell == kind]
 
-  def _square_segments(self, cx, cy):
+  def _square_segments(self, cx: float, cy: float) -> List[Segment]:
     half = 0.5 * self.MAZE_SIZE_SCALING
     x1, x2, y1, y2 = cx - half, cx + half, cy - half, cy + half
     return [((x1, y1), (x2, y1)), ((x2, y1), (x2, y2)), ((x2, y2), (x1, y2)), ((x1, y2), (x1, y1))]
 
-  def _add_maze(self, tree):
+  def _add_maze(self, tree: Any) -> List[Tuple[str, Any]]:
     """Adds walls, platforms and movable blocks to the parsed robot XML; returns the movable blocks."""
     worldbody = tree.find('.//worldbody')
     torso = tree.find(".//body[@name='torso']")
@@ -224,7 +231,8 @@ class Maze:
         raise ValueError(f'Every geom of the torso in {self.MODEL_CLASS.FILE} must have a name.')
     return movable_blocks
 
-  def _add_movable_block(self, worldbody, name, i, j, x, y, kind, height_offset):
+  def _add_movable_block(self, worldbody: ET.Element, name: str, i: int, j: int, x: float, y: float, kind: Any,
+                         height_offset: float) -> None:
     s, h = self.MAZE_SIZE_SCALING, self.MAZE_HEIGHT
     falling = maze_env_utils.can_move_z(kind)
     spinning = maze_env_utils.can_spin(kind)
@@ -251,7 +259,7 @@ class Maze:
       ET.SubElement(body, 'joint', armature='0', axis='0 0 1', damping='0.0', limited='false',
                     name='spinable_%d_%d' % (i, j), pos='0 0 0', type='ball')
 
-  def _find_all_robots(self):
+  def _find_all_robots(self) -> List[XY]:
     """(j * s, i * s) of every robot cell ('r'), in layout order."""
     s = self.MAZE_SIZE_SCALING
     return [(j * s, i * s) for i, row in enumerate(self.MAZE_STRUCTURE) for j, cell in enumerate(row) if cell == 'r']
@@ -259,30 +267,30 @@ class Maze:
   # -- Stepping -----------------------------------------------------------------------------------------------------
 
   @property
-  def observation_size(self):
+  def observation_size(self) -> int:
     """D, the length of the observation."""
     return self._obs_dim
 
   @property
-  def rng(self):
+  def rng(self) -> np.random.Generator:
     """The reset noise's `np.random.Generator` (its `bit_generator.state` is part of a run's saved state)."""
     return self._rng
 
-  def seed(self, seed):
+  def seed(self, seed: Optional[int]) -> None:
     """Re-seeds the reset noise (int or None); the next reset (`restart()`) starts the seeded sequence."""
     self._rng = np.random.default_rng(seed)
     self.wrapped_env.np_random = self._rng
 
-  def get_state(self):
+  def get_state(self) -> Tuple[np.ndarray, np.ndarray, int]:
     """(qpos, qvel, t): copies of the simulation state and the step counter."""
     return self._qpos.copy(), self._qvel.copy(), self.t
 
-  def set_state(self, state):
+  def set_state(self, state: Tuple[np.ndarray, np.ndarray, int]) -> None:
     """Restores a state from `get_state` (the physics' warm-start and time are not part of it)."""
     qpos, qvel, self.t = state
     self.wrapped_env.set_state(qpos, qvel)
 
-  def restart(self):
+  def restart(self) -> np.ndarray:
     """Resets the robot with its initial-state noise and t to 0; returns the first observation, float32 [D]."""
     self.t = 0
     self.wrapped_env.reset()
@@ -291,7 +299,7 @@ class Maze:
       self.wrapped_env.set_xy(xy)
     return self._get_obs()
 
-  def advance(self, action):
+  def advance(self, action: np.ndarray) -> Tuple[float, np.ndarray]:
     """One environment step with `action` (float [A]).
 
     Returns:
@@ -309,11 +317,11 @@ class Maze:
       reward = robot.step(action)
     return reward, self._get_obs()
 
-  def observation(self):
+  def observation(self) -> np.ndarray:
     """The observation of the current physics state: float32 [D], a new array (as `step` and `reset` return it)."""
     return self._get_obs()
 
-  def _get_obs(self):
+  def _get_obs(self) -> np.ndarray:
     """float32 [D], a new array (see the module docstring for the layout)."""
     obs = np.empty(self._obs_dim, dtype=np.float32)
     qpos = self._qpos
@@ -334,11 +342,11 @@ class Maze:
 
   # -- Maze queries -------------------------------------------------------------------------------------------------
 
-  def get_ori(self):
+  def get_ori(self) -> float:
     """The robot's heading, radians."""
     return self.wrapped_env.get_ori()
 
-  def _is_in_collision(self, x, y):
+  def _is_in_collision(self, x: float, y: float) -> bool:
     """Whether the point (x, y) (MuJoCo length units) lies in a wall cell, boundaries included."""
     s = self.MAZE_SIZE_SCALING
     # The cell whose box contains (x, y) in its interior, and the neighbours that share a boundary point with it;
@@ -352,12 +360,12 @@ class Maze:
         return True
     return False
 
-  def _xy_to_rowcol(self, x, y):
+  def _xy_to_rowcol(self, x: float, y: float) -> Tuple[float, float]:
     """Fractional (row, col) of the 5 x 5 view for a position relative to the robot (robot at cell centre 2, 2)."""
     s = self.MAZE_SIZE_SCALING
     return 2 + (y + s / 2) / s, 2 + (x + s / 2) / s
 
-  def _update_view(self, x, y, channel, robot_x, robot_y):
+  def _update_view(self, x: float, y: float, channel: int, robot_x: float, robot_y: float) -> None:
     """Adds one cell-sized square centred at world (x, y) to `channel`, spread over the view cells it overlaps."""
     row, col = self._xy_to_rowcol(x - robot_x, y - robot_y)
     # As the original: integer part by truncation toward zero, fraction by floor modulo.
@@ -371,7 +379,7 @@ class Maze:
         if 0 <= r < rows and 0 <= c < cols:
           self._view[r, c, channel] += row_weights[dr + 1] * col_weights[dc + 1]
 
-  def get_top_down_view(self):
+  def get_top_down_view(self) -> np.ndarray:
     """float64 [5, 5, 3]: coverage of the 5 x 5 cells around the robot by walls, chasms and movable blocks.
 
     The grid is aligned with the world axes (not rotated with the robot); rows follow y, columns follow x.
@@ -386,7 +394,7 @@ class Maze:
       self._update_view(block_x, block_y, 2, robot_x, robot_y)
     return self._view
 
-  def get_range_sensor_obs(self):
+  def get_range_sensor_obs(self) -> np.ndarray:
     """float64 [n_bins, 3]: per ray, (range - distance) / range to the first wall / chasm edge / block it meets.
 
     Ray k points at heading - span/2 + (2k + 1) / (2 n_bins) * span (radians). Only the channel of the first object
@@ -418,7 +426,7 @@ class Maze:
 
   # -- Rendering ----------------------------------------------------------------------------------------------------
 
-  def render(self, mode='rgb_array', height=480, width=640):
+  def render(self, mode: str = 'rgb_array', height: int = 480, width: int = 640) -> np.ndarray:
     """uint8 [height, width, 3], an RGB frame of the whole maze seen from above at an angle.
 
     Uses `mujoco.Renderer` on the OpenGL back end that `rendering.backend()` picks at the first frame of the process
@@ -441,7 +449,7 @@ class Maze:
     self._renderer.update_scene(data, camera=self._camera)
     return self._renderer.render()
 
-  def maze_camera(self):
+  def maze_camera(self) -> Any:
     """A free camera looking at the maze's centre from above, far enough to show all of it."""
     s = self.MAZE_SIZE_SCALING
     rows, cols = len(self.MAZE_STRUCTURE), len(self.MAZE_STRUCTURE[0])
@@ -454,7 +462,7 @@ class Maze:
     camera.elevation = -70.
     return camera
 
-  def close(self):
+  def close(self) -> None:
     """Frees the renderer (its OpenGL context), if any. The environment can still step and render afterwards."""
     if self._renderer is not None:
       self._renderer.close()

@@ -8,6 +8,8 @@ no gym spaces, no viewer. Mapping (mujoco-py -> mujoco): `sim.step()` -> `mujoco
 `get_body_com(name)` (mujoco-py returns the body frame position `xpos`, not the centre of mass) -> `data.xpos[id]`.
 """
 
+from typing import Optional
+
 import mujoco
 
 
@@ -18,11 +20,11 @@ class MujocoEnv:
   `N_OBS_QPOS` / `N_OBS_QVEL` (how many leading qpos / qvel entries the robot observes) and implement `step` and
   `get_ori`.
   """
-  FILE = None
-  ORI_IND = None
-  FRAME_SKIP = None
-  N_OBS_QPOS = None
-  N_OBS_QVEL = None
+  FILE: Optional[str] = None
+  ORI_IND: Optional[int] = None
+  FRAME_SKIP: Optional[int] = None
+  N_OBS_QPOS: Optional[int] = None
+  N_OBS_QVEL: Optional[int] = None
 
   def __init__(self, xml_string, rng):
     """Compiles the model.

@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import threading
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from absl import logging
 
@@ -200,7 +200,7 @@ def _first_that_renders(names, environ):
   """(the first of `names` that renders or None, [(name, reason)] of those that failed before it)."""
   if requested(environ) in _OFF:
     names = [requested(environ)]  # the user turned rendering off: nothing else is tried
-  attempts = []
+  attempts: List[Tuple[str, str]] = []
   for name in candidates(environ) if names is None else names:
     reason = probe(name, environ)
     if reason is None:
@@ -232,7 +232,7 @@ def _bind(name: str) -> None:
 
 _lock = threading.Lock()
 # (requested back end, display present) -> the back end chosen for it, or the RenderingUnavailableError.
-_chosen: Dict[tuple, object] = {}
+_chosen: Dict[tuple, Union[str, RenderingUnavailableError]] = {}
 
 
 def backend() -> str:

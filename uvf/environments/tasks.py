@@ -13,7 +13,7 @@ AntPush and AntFall).
 """
 
 import dataclasses
-from typing import Tuple
+from typing import Any, Dict, Tuple
 
 from uvf import protocol
 from uvf.environments import ant
@@ -62,13 +62,13 @@ TASKS = {
 SUCCESS_DISTANCE = protocol.SUCCESS_DISTANCE  # environment length units (the original's `last_meta_reward > -5`)
 
 
-def check_name(env_name):
+def check_name(env_name: object) -> None:
   """Raises ValueError naming the valid names if `env_name` is not one of `ENV_NAMES`."""
   if not isinstance(env_name, str) or env_name not in ENV_NAMES:
     raise ValueError(f'Unknown maze environment {env_name!r}; valid names: {", ".join(ENV_NAMES)}.')
 
 
-def maze_kwargs(env_name):
+def maze_kwargs(env_name: str) -> Dict[str, Any]:
   """The `maze.Maze` keyword arguments of `env_name` (robot_class, maze_id, n_bins, observe_blocks, ...)."""
   check_name(env_name)
   name = env_name
@@ -83,7 +83,7 @@ def maze_kwargs(env_name):
               put_spin_near_agent=blocks, manual_collision=manual_collision, maze_size_scaling=maze_size_scaling)
 
 
-def task_of(env_name):
+def task_of(env_name: str) -> Task:
   """The `Task` of `env_name` ('Ego' variants share their maze's); KeyError if the maze has no task here."""
   check_name(env_name)
   return TASKS[env_name[len('Ego'):] if env_name.startswith('Ego') else env_name]
