@@ -229,6 +229,7 @@ def _check_resumed(launch, frames):
   assert 'took over the lock' not in launch.text(), launch.report()  # the previous learner released it
 
 
+@pytest.mark.slow
 def test_sigterm_sigkill_and_a_background_launcher_stop_the_cluster_and_the_run_resumes(tmp_path):
   run_dir = tmp_path / 'run'
 
@@ -276,6 +277,7 @@ def test_sigterm_sigkill_and_a_background_launcher_stop_the_cluster_and_the_run_
   assert max(TIMES.values()) < 30, TIMES  # inside a 30 s grace period
 
 
+@pytest.mark.slow
 def test_sigterm_to_every_process_of_the_run_is_one_stop(tmp_path):
   """SLURM (time limit, `scancel`) and systemd (KillMode=control-group) send SIGTERM to every process of the job:
   the learner stops on its own signal; the launcher sees its stop line and sends it none (a second signal would stop
