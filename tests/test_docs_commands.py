@@ -1,6 +1,6 @@
-"""Every shell command in README.md and docs/**/*.md is executed: a few for real with tiny settings, the others parsed.
+"""Every shell command in README.md, CONTRIBUTING.md and docs/**/*.md is checked: a few run for real with tiny settings.
 
-Extraction (`fenced_blocks`, `commands_in_markdown`). The fenced code blocks of README.md and every docs/**/*.md:
+Extraction (`fenced_blocks`, `commands_in_markdown`). The fenced code blocks of those files:
 
 - ```bash / ```sh / ```shell / ```zsh / ```console blocks hold commands; so does a block without a language when any
   of its lines starts with a known program (the first words of the table below); other bare blocks are output
@@ -44,7 +44,8 @@ on one line, `[VAR=value]` a loop's body). Classification (`classify`) and check
 | external     | `pip ...` (any `.../pip`), `python3.X -m venv`,     | not run: only the repository files they name    |
 |              | `python -m pip`, `. FILE` / `source FILE`, `cd`,    | exist (`requirements*.txt`, ...)                |
 |              | `sed`, `tensorboard`, `git`, `bazel`, `apt-get`,    |                                                 |
-|              | `nvidia-smi`, `wait`                                |                                                 |
+|              | `nvidia-smi`, `wait`, `ruff`, `yapf`, `mypy`,       |                                                 |
+|              | `pre-commit`                                        |                                                 |
 | outside      | a command after a `cd` out of the repository in     | nothing (e.g. DeepMind Lab's own build script)  |
 |              | the same block                                      |                                                 |
 
@@ -92,7 +93,7 @@ SHELL_LANGUAGES = ('bash', 'sh', 'shell', 'zsh', 'console', 'shell-session')
 # Shell variables the docs use as placeholders, and the value their commands are checked with.
 PLACEHOLDERS = {'i': '0'}  # docs/impala/distributed.md: the actor command, "for i = 0 .. num_actors - 1"
 EXTERNAL = ('pip', 'pip3', 'tensorboard', 'git', 'bazel', 'apt-get', 'apt', 'nvidia-smi', 'sed', '.', 'source', 'cd',
-            'wait')
+            'wait', 'ruff', 'yapf', 'mypy', 'pre-commit')
 # The first words that make a block without a language a block of commands (see the module docstring).
 PROGRAMS = EXTERNAL + ('bash', 'sh', 'taskset', 'nice', 'for')
 PYTHON = re.compile(r'^python(\d+(\.\d+)?)?$')
@@ -339,7 +340,7 @@ def classify(argv, state) -> Tuple[str, str]:
 
 
 def doc_files():
-  return [REPO / 'README.md'] + sorted((REPO / 'docs').rglob('*.md'))
+  return [REPO / 'README.md', REPO / 'CONTRIBUTING.md'] + sorted((REPO / 'docs').rglob('*.md'))
 
 
 def doc_commands():
