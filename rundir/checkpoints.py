@@ -15,7 +15,7 @@ does about it (docs/design/reliability.md):
 * where a run resumes: `newest_readable` (changes nothing) and `resume` (the whole procedure: clean-up, scan,
   refusal of a directory it cannot resume, set-aside, index rebuild);
 * a checkpoint to keep beyond the manager's rotation (say one every 20M frames, to test later): `keep` links or
-  copies its files into a folder of their own, whole or not at all.
+  copies its files into a folder of their own, whole or not at all; `list_kept` lists them.
 
 Paths are local paths or URLs of a TensorFlow file system (gs://, ...). Local files are scanned with the standard
 library, so that listing checkpoints does not load TensorFlow; reading a checkpoint, the index file, and any URL
@@ -275,6 +275,20 @@ def add_to_index(prefix: storage.PathLike) -> None:
   lines = [f'model_checkpoint_path: "{paths[-1]}"'] + [f'all_model_checkpoint_paths: "{p}"' for p in paths]
   with tf.io.gfile.GFile(os.path.join(directory, INDEX_FILE), 'w') as f:
     f.write('\n'.join(lines) + '\n')
+
+
+def list_kept(root: str, name: str = CHECKPOINT_NAME) -> List[Tuple[int, str]]:
+  """The checkpoints kept one per folder, `<root>/<n>/<name>-<n>` (`keep`'s layout), as [(n, prefix)] by n; a
+  missing `root` holds none. Local folders are listed without TensorFlow."""
+  root = os.fspath(root)
+  if not _isdir(root):
+    return []
+  found = []
+  for folder in _glob(os.path.join(glob.escape(root), '*')):
+    number = os.path.basename(folder.rstrip('/'))
+    if number.isdigit():
+      found += [(n, prefix) for n, prefix in list_checkpoints(folder, name) if n == int(number)]
+  return sorted(found)
 
 
 def keep(prefix: storage.PathLike, directory: storage.PathLike) -> str:

@@ -90,14 +90,7 @@ KEPT_DIR = 'kept'  # <logdir>/kept/<frames>/model.ckpt-<frames>: checkpoints kep
 
 def kept_checkpoints(logdir: str) -> List[Tuple[int, str]]:
   """[(frames, prefix)] of the checkpoints kept in `<logdir>/kept/` (`keep_checkpoint`), by frames."""
-  kept: List[Tuple[int, str]] = []
-  root = os.path.join(logdir, KEPT_DIR)
-  for name in (tf.io.gfile.listdir(root) if tf.io.gfile.isdir(root) else []):
-    name = name.rstrip('/')
-    for frames, prefix in run_checkpoints.list_checkpoints(os.path.join(root, name)):
-      if name == str(frames):
-        kept.append((frames, prefix))
-  return sorted(kept)
+  return run_checkpoints.list_kept(os.path.join(logdir, KEPT_DIR))
 
 
 def keep_checkpoint(prefix: str, logdir: str) -> str:

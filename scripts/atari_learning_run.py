@@ -63,6 +63,7 @@ sys.path.insert(0, REPO_ROOT)
 import atari_curve  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 from launcher import console  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from rundir import checkpoints as run_checkpoints  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 CONFIG = 'configs/impala_atari.gin'
 KEEP_EVERY = 20000000  # `start`: a checkpoint kept every this many frames (about 10 over the paper's 200M)
@@ -182,15 +183,10 @@ class _Interrupted(Exception):
 
 
 def _kept(logdir):
-  """[(frames, directory)] of the run's kept checkpoints (LOGDIR/kept/<frames>/model.ckpt-<frames>.index), by
-  frames."""
-  kept = []
-  for index in glob.glob(os.path.join(logdir, 'kept', '*', 'model.ckpt-*.index')):
-    directory = os.path.dirname(index)
-    name = os.path.basename(directory)
-    if name.isdigit() and os.path.basename(index) == f'model.ckpt-{name}.index':
-      kept.append((int(name), directory))
-  return sorted(kept)
+  """[(frames, directory)] of the run's kept checkpoints (LOGDIR/kept/<frames>/model.ckpt-<frames>), by frames."""
+  return [
+      (frames, os.path.dirname(prefix)) for frames, prefix in run_checkpoints.list_kept(os.path.join(logdir, 'kept'))
+  ]
 
 
 def _games_tested(directory):

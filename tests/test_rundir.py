@@ -276,6 +276,9 @@ def test_keep_links_a_whole_checkpoint_into_its_own_folder(tmp_path):
   for name in checkpoints.checkpoint_files(p[1]):
     os.remove(name)  # the rotation deletes the original: the kept one still reads back
   assert stored_value(kept) == 1.0 and checkpoints.list_checkpoints(tmp_path / 'kept' / '1') == [(1, kept)]
+  (tmp_path / 'kept' / '7').mkdir()  # a folder holding no checkpoint of its number: not a kept one
+  assert checkpoints.list_kept(str(tmp_path / 'kept')) == [(1, kept)]
+  assert checkpoints.list_kept(str(tmp_path / 'missing')) == []
   with pytest.raises(FileExistsError, match='never overwritten'):
     checkpoints.keep(p[2], tmp_path / 'kept' / '1')
   assert stored_value(kept) == 1.0
