@@ -9,7 +9,6 @@ The learner's bookkeeping is `progress.LearnerProgress` and the actor's unrolls 
 single-machine training. The data path, the policy lag and the reconnection rules: docs/impala/distributed.md.
 """
 
-import dataclasses
 import os
 import queue
 import socket
@@ -169,8 +168,8 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
   try:
     waiting_since = time.monotonic()
     while not progress.done and not progress_lib.stop_requested():
-      batch = reader.next(timeout=transport.POLL_S)
-      if batch is None:
+      item = reader.next(timeout=transport.POLL_S)
+      if item is None:
         if publisher.error is not None:
           raise RuntimeError(f'publishing the weights failed: {publisher.error!r}') from publisher.error
         if time.monotonic() - waiting_since >= WAITING_LOG_INTERVAL_S:
@@ -180,6 +179,8 @@ def run_learner(logdir, settings, step_hook=None, checkpoint_interval_s=None):
               time.monotonic() - waiting_since, settings.num_actors - 1, address)
           waiting_since = time.monotonic()
         continue
+      batch = item.unroll
+      progress.policy_lag.add(progress.frames, item.policy_frames.numpy())
       metrics = {
           k: v.numpy() for k, v in learner.step(batch.agent_state, batch.env_outputs, batch.agent_outputs).items()
       }
@@ -227,10 +228,9 @@ def _drain(reader):
 # The actor job.
 
 
-@dataclasses.dataclass
-class _Counters:
-  unrolls: int = 0
-  reconnections: int = 0
+def actor_tasks(settings):
+  """The actor tasks this actor process runs: `task` .. `task + actors_per_process - 1`, within num_actors."""
+  return list(range(settings.task, min(settings.task + settings.actors_per_process, settings.num_actors)))
 
 
 def _set_single_threaded():
@@ -242,86 +242,152 @@ def _set_single_threaded():
     pass
 
 
-def run_actor(settings, max_unrolls=None):
-  """The actor job (`--job_name=actor --task=i --learner_address=HOST:PORT`), module docstring.
+class _ActorTask:
+  """One actor task (its level, environment process, policy and connection to the learner) and its loop."""
 
-  Args:
-    settings: `settings.Settings` with job_name 'actor'.
-    max_unrolls: stop after writing this many unrolls (tests); None: until the learner finishes.
+  def __init__(self, settings, task, agent, stop_event):
+    self.task = task
+    self.name = f'Actor {task}'
+    self._settings = settings
+    self._agent = agent
+    self._stop = stop_event
+    self.level_name = settings_lib.actor_levels(settings.level_name, settings.num_actors)[task]
+    frame_shape = tuple(settings_lib.environment_constructor(settings, self.level_name).frame_shape)
+    self.connection = transport.LearnerConnection(settings.learner_address,
+                                                  transport.unroll_signature(settings, agent.num_actions, frame_shape),
+                                                  transport.weights_signature(agent), name=self.name)
+    self.environment = None
+    self.unrolls = self.reconnections = 0
 
-  Returns:
-    int, the unrolls written.
+  def connect(self):
+    settings = self._settings
+    logging.info('%s (%s): connecting to the learner at %s (waiting up to %.0f s).', self.name, self.level_name,
+                 settings.learner_address, settings.connect_timeout_s)
+    self.connection.connect(settings.connect_timeout_s)
+    logging.info('%s: connected to the learner at %s (run %s).', self.name, settings.learner_address,
+                 self.connection.run_id)
 
-  Raises:
-    transport.DistributedSetupError: bad settings (task beyond num_actors, no or malformed learner_address), or a
-      learner whose unrolls or network differ from this actor's.
-    transport.LearnerUnreachableError: the learner could not be reached within connect_timeout_s at the start, or again
-      within reconnect_timeout_s after it was lost.
-  """
-  check_settings(settings)
-  settings_lib.check_settings(settings)
-  progress_lib.clear_stop_request(saves=False)  # A signal stops an actor at once: it has nothing to save.
-  _set_single_threaded()
-  name = f'Actor {settings.task}'
-  levels = settings_lib.actor_levels(settings.level_name, settings.num_actors)
-  level_name = levels[settings.task]
-  tf.random.set_seed(settings.seed + settings.task)
-  with tf.device('/cpu:0'):
-    agent = settings_lib.make_agent(settings, levels[0])
-  frame_shape = tuple(settings_lib.environment_constructor(settings, levels[0]).frame_shape)
-  connection = transport.LearnerConnection(settings.learner_address,
-                                           transport.unroll_signature(settings, agent.num_actions, frame_shape),
-                                           transport.weights_signature(agent), name=name)
-  logging.info('%s (%s): connecting to the learner at %s (waiting up to %.0f s).', name, level_name,
-               settings.learner_address, settings.connect_timeout_s)
-  connection.connect(settings.connect_timeout_s)
-  logging.info('%s: connected to the learner at %s (run %s).', name, settings.learner_address, connection.run_id)
-
-  variables = transport.weight_variables(agent)
-
-  policy = actor_lib.numpy_policy(agent, device='/cpu:0')
-  environment = actor_lib.EnvironmentProcess(settings, level_name, seed=settings.task + 1, name=name)
-  actor = None
-  counters = _Counters()
-  learner_frames = learner_step = -1
-  last_progress = time.monotonic()
-  progress_unrolls = 0
-  try:
-    while max_unrolls is None or counters.unrolls < max_unrolls:
+  def run(self, max_unrolls=None):
+    """Writes unrolls until the learner finishes (or `max_unrolls`, or the stop event). Returns the unrolls written."""
+    settings, agent, name = self._settings, self._agent, self.name
+    variables = transport.weight_variables(agent)
+    policy = actor_lib.numpy_policy(agent, device='/cpu:0')
+    self.environment = actor_lib.EnvironmentProcess(settings, self.level_name, seed=self.task + 1, name=name)
+    actor = None
+    learner_frames = learner_step = -1
+    last_progress = time.monotonic()
+    progress_unrolls = 0
+    while (max_unrolls is None or self.unrolls < max_unrolls) and not self._stop.is_set():
       try:
-        weights = connection.latest_weights()
+        weights = self.connection.latest_weights()
         if weights is not None:
           for variable, value in zip(variables, weights['weights']):
             variable.assign(value)
           learner_frames, learner_step = int(weights['num_environment_frames']), int(weights['step'])
           if weights['finished']:
             logging.info('%s: the learner finished the run at %d environment frames; %d unrolls written. Exiting.',
-                         name, learner_frames, counters.unrolls)
+                         name, learner_frames, self.unrolls)
             break
         if actor is None:
-          actor = actor_lib.Actor(level_name, environment.start(), policy, settings.unroll_length,
+          actor = actor_lib.Actor(self.level_name, self.environment.start(), policy, settings.unroll_length,
                                   actor_lib.initial_agent_state(), actor_lib.initial_agent_output(agent.num_actions))
         try:
           unroll = actor.unroll()
         except py_process.ProcessClosedError as e:
-          actor.reset(environment.restart(e))
+          if self._stop.is_set():
+            break
+          actor.reset(self.environment.restart(e))
           continue
-        connection.write(unroll)
-        counters.unrolls += 1
-        if counters.unrolls == 1:
+        self.connection.write(unroll, learner_frames)
+        self.unrolls += 1
+        if self.unrolls == 1:
           logging.info('%s: first unroll written (learner at %d environment frames).', name, learner_frames)
         now = time.monotonic()
         if now - last_progress >= ACTOR_PROGRESS_INTERVAL_S:
           logging.info(
               '%s: %d unrolls written (%.2f unrolls/s); acting with the weights of learner step %d '
-              '(%d environment frames).', name, counters.unrolls,
-              (counters.unrolls - progress_unrolls) / (now - last_progress), learner_step, learner_frames)
-          last_progress, progress_unrolls = now, counters.unrolls
+              '(%d environment frames).', name, self.unrolls, (self.unrolls - progress_unrolls) / (now - last_progress),
+              learner_step, learner_frames)
+          last_progress, progress_unrolls = now, self.unrolls
       except transport.LearnerLost as e:
-        counters.reconnections += 1
-        connection.reconnect(str(e), settings.reconnect_timeout_s)
-    return counters.unrolls
+        self.reconnections += 1
+        self.connection.reconnect(str(e), settings.reconnect_timeout_s)
+    return self.unrolls
+
+  def close(self, timeout=10.):
+    self.connection.close()
+    if self.environment is not None:
+      self.environment.close(timeout=timeout)
+
+
+def run_actor(settings, max_unrolls=None):
+  """The actor job (`--job_name=actor --task=i --learner_address=HOST:PORT`), module docstring. With
+  `actors_per_process` K > 1 the process runs actor tasks i .. i + K - 1 (`actor_tasks`), each in a thread of its own
+  with its own environment process, agent variables, policy and connection to the learner (one TensorFlow runtime and
+  Python interpreter shared: docs/impala/distributed.md gives the memory of each).
+
+  Args:
+    settings: `settings.Settings` with job_name 'actor'.
+    max_unrolls: each task stops after writing this many unrolls (tests); None: until the learner finishes.
+
+  Returns:
+    int, the unrolls written (by all tasks of the process).
+
+  Raises:
+    transport.DistributedSetupError: bad settings (task beyond num_actors, no or malformed learner_address), or a
+      learner whose unrolls or network differ from this actor's.
+    transport.LearnerUnreachableError: the learner could not be reached within connect_timeout_s at the start, or again
+      within reconnect_timeout_s after it was lost. With several tasks, the first task's error stops the others.
+  """
+  check_settings(settings)
+  settings_lib.check_settings(settings)
+  progress_lib.clear_stop_request(saves=False)  # A signal stops an actor at once: it has nothing to save.
+  _set_single_threaded()
+  levels = settings_lib.actor_levels(settings.level_name, settings.num_actors)
+  tf.random.set_seed(settings.seed + settings.task)
+  stop = threading.Event()
+  tasks = []
+  try:
+    for task in actor_tasks(settings):
+      with tf.device('/cpu:0'):
+        agent = settings_lib.make_agent(settings, levels[0])
+      tasks.append(_ActorTask(settings, task, agent, stop))
+    if len(tasks) == 1:
+      tasks[0].connect()
+      return tasks[0].run(max_unrolls)
+    return _run_threads(tasks, stop, max_unrolls)
   finally:
+    stop.set()
     progress_lib.clear_stop_request()
-    connection.close()
-    environment.close(timeout=10.)
+    for task in tasks:
+      task.close()
+
+
+def _run_threads(tasks, stop, max_unrolls):
+  """Runs each task in a thread; the first error (or a KeyboardInterrupt here) stops all of them."""
+  errors = []
+
+  def target(task):
+    try:
+      task.connect()
+      task.run(max_unrolls)
+    except BaseException as e:  # pylint: disable=broad-except
+      errors.append(e)
+      stop.set()
+
+  threads = [threading.Thread(target=target, args=(task,), name=task.name, daemon=True) for task in tasks]
+  for thread in threads:
+    thread.start()
+  logging.info('Actor tasks %d .. %d running in one process (%d threads).', tasks[0].task, tasks[-1].task, len(tasks))
+  try:
+    for thread in threads:
+      while thread.is_alive():
+        thread.join(timeout=transport.POLL_S)
+  except BaseException:
+    stop.set()
+    for task in tasks:  # A task blocked in its environment gets a ProcessClosedError and ends.
+      task.close(timeout=1.)
+    raise
+  if errors:
+    raise errors[0]
+  return sum(task.unrolls for task in tasks)

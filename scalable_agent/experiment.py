@@ -79,9 +79,10 @@ def experiment(
     dataset_path=_DEFAULT.dataset_path, level_name=_DEFAULT.level_name, width=_DEFAULT.width, height=_DEFAULT.height,
     learning_rate=_DEFAULT.learning_rate, decay=_DEFAULT.decay, momentum=_DEFAULT.momentum, epsilon=_DEFAULT.epsilon,
     learner_address=_DEFAULT.learner_address, reverb_port=_DEFAULT.reverb_port,
-    connect_timeout_s=_DEFAULT.connect_timeout_s, reconnect_timeout_s=_DEFAULT.reconnect_timeout_s,
-    distribution_strategy=_DEFAULT.distribution_strategy, checkpoint_interval_s=_DEFAULT.checkpoint_interval_s,
-    actor_inference=_DEFAULT.actor_inference, checkpoint_keep_every_frames=_DEFAULT.checkpoint_keep_every_frames):
+    actors_per_process=_DEFAULT.actors_per_process, connect_timeout_s=_DEFAULT.connect_timeout_s,
+    reconnect_timeout_s=_DEFAULT.reconnect_timeout_s, distribution_strategy=_DEFAULT.distribution_strategy,
+    checkpoint_interval_s=_DEFAULT.checkpoint_interval_s, actor_inference=_DEFAULT.actor_inference,
+    checkpoint_keep_every_frames=_DEFAULT.checkpoint_keep_every_frames):
   """Trains (`mode='train'`) or evaluates (`mode='test'`) IMPALA; the arguments are the original flags.
 
   Args:
@@ -112,6 +113,8 @@ def experiment(
     epsilon: RMSProp epsilon.
     learner_address: actor jobs: HOST:PORT of the learner's Reverb server (its host and reverb_port).
     reverb_port: the learner job's Reverb server port; 0 picks a free one (logged).
+    actors_per_process: actor jobs: how many actor tasks the process runs, each in a thread with its own
+      environment process, variables and connection: --task=i runs tasks i .. i + K - 1 (fewer at num_actors).
     connect_timeout_s: actor jobs: how long the first connection to the learner may take before the actor stops
       with an error naming the address.
     reconnect_timeout_s: actor jobs: how long an actor that lost its learner retries (with backoff) before it stops.

@@ -56,6 +56,10 @@ DISTRIBUTED = {
         Flag(
             8000, 'IMPALA learner job (--job_name=learner --task=0): port of its Reverb server; 0 picks a '
             'free one (experiment.reverb_port).'),
+    'actors_per_process':
+        Flag(
+            1, 'IMPALA actor jobs: actor tasks this process runs, each in a thread of its own: --task=i runs '
+            'tasks i .. i + K - 1 (experiment.actors_per_process).'),
 }
 
 # {name: default} of every flag above.

@@ -137,6 +137,75 @@ class Summaries:
     self._writer.close()
 
 
+class PolicyLag:
+  """The policy lag of the unrolls the learner trains on: learner updates between the weights an unroll was acted
+  with and the update that consumes it (0: acted with the weights this update starts from). IMPALA's Section 3 /
+  5.1 call it the lag between the actors' policy and the learner's. An unroll acted with the weights of
+  `policy_frames` (their frame counter), consumed by the update that starts at `frames`, lags by
+  (frames - policy_frames) / frames_per_update, frames_per_update = batch_size x unroll_length x num_action_repeats.
+
+  `report()` gives the progress line's part (the unrolls since the last report, and since the start); `summaries()`
+  the TensorBoard scalars policy_lag/mean, p50, p99 of the unrolls since the last call.
+  """
+
+  def __init__(self, frames_per_update):
+    self._frames_per_update = frames_per_update
+    self._recent: List[np.ndarray] = []
+    self._recent_summary: List[np.ndarray] = []
+    self.counts: collections.Counter = collections.Counter()  # {lag: unrolls} since the start (of this process)
+    self.unknown = 0  # unrolls acted before any weights came (policy_frames < 0)
+
+  def add(self, frames, policy_frames):
+    """Books a batch: `frames` the learner's frame counter before the update (int), `policy_frames` int [B]."""
+    policy_frames = np.asarray(policy_frames, np.int64)
+    known = policy_frames[policy_frames >= 0]
+    self.unknown += policy_frames.size - known.size
+    # A learner restarted from an older checkpoint than the weights an actor still holds: lag 0, not negative.
+    lags = np.maximum(np.rint((frames - known) / self._frames_per_update), 0).astype(np.int64)
+    self._recent.append(lags)
+    self._recent_summary.append(lags)
+    self.counts.update(lags.tolist())
+
+  @staticmethod
+  def statistics(lags):
+    """(mean, p50, p99) of an int array of lags (nearest-rank percentiles: values that occurred)."""
+    lags = np.sort(np.asarray(lags))
+    if not lags.size:
+      return None
+    rank = lambda q: lags[max(int(np.ceil(q * lags.size)) - 1, 0)]
+    return float(lags.mean()), int(rank(.5)), int(rank(.99))
+
+  def total_statistics(self):
+    """(mean, p50, p99, unrolls) since the start, or None."""
+    if not self.counts:
+      return None
+    values = np.array(sorted(self.counts))
+    weights = np.array([self.counts[v] for v in values])
+    cumulative = np.cumsum(weights)
+    rank = lambda q: int(values[np.searchsorted(cumulative, max(np.ceil(q * cumulative[-1]), 1))])
+    return float(np.dot(values, weights) / cumulative[-1]), rank(.5), rank(.99), int(cumulative[-1])
+
+  def report(self):
+    """'policy lag (updates) mean 1.52, p50 1, p99 4 (since the start: 1.49, 1, 4 over 5120 unrolls)', or ''."""
+    recent = self.statistics(np.concatenate(self._recent)) if self._recent else None
+    self._recent = []
+    total = self.total_statistics()
+    if total is None:
+      return ''
+    text = 'policy lag (updates)'
+    if recent is not None:
+      text += f' mean {recent[0]:.2f}, p50 {recent[1]}, p99 {recent[2]}'
+    return text + f' (since the start: {total[0]:.2f}, {total[1]}, {total[2]} over {total[3]} unrolls)'
+
+  def summaries(self):
+    """{'policy_lag/mean': .., 'policy_lag/p50': .., 'policy_lag/p99': ..} of the unrolls since the last call."""
+    stats = self.statistics(np.concatenate(self._recent_summary)) if self._recent_summary else None
+    self._recent_summary = []
+    if stats is None:
+      return {}
+    return dict(zip(('policy_lag/mean', 'policy_lag/p50', 'policy_lag/p99'), stats))
+
+
 class LearnerProgress:
   """The learner's bookkeeping around its steps (module docstring).
 
@@ -156,6 +225,7 @@ class LearnerProgress:
     self.summaries: Any = None
     self.frames = self.start_frames = 0
     self._steps = 0
+    self.policy_lag = PolicyLag(settings.batch_size * settings.unroll_length * settings.num_action_repeats)
 
   @property
   def done(self):
@@ -198,7 +268,7 @@ class LearnerProgress:
     self.summaries.episodes(episodes, frames)
     now = time.monotonic()
     if now - self._last_summary_time >= SUMMARY_INTERVAL_S or self._steps == 1:
-      self.summaries.metrics(metrics, frames)
+      self.summaries.metrics({**metrics, **self.policy_lag.summaries()}, frames)
       self._last_summary_time = now
     if now - self._last_progress_time >= PROGRESS_INTERVAL_S:
       rate = (frames - self._last_progress_frames) / (now - self._last_progress_time)
@@ -208,7 +278,7 @@ class LearnerProgress:
           100. * frames / settings.total_environment_frames, rate,
           (frames - self.start_frames) / (now - self._start_time), metrics['total_loss'], metrics['learning_rate'],
           formatting.format_duration((settings.total_environment_frames - frames) / max(rate, 1e-9)),
-          self.summaries.report())
+          '; '.join(part for part in (self.summaries.report(), self.policy_lag.report()) if part))
       self._last_progress_time, self._last_progress_frames = now, frames
       self.summaries.flush()
     if now - self._last_checkpoint_time >= self._checkpoint_interval_s:

@@ -55,6 +55,7 @@ class Settings:
   # Multi-machine training (not flags of the original): scalable_agent/distributed.py.
   learner_address: str = _FLAG_DEFAULTS['learner_address']
   reverb_port: int = _FLAG_DEFAULTS['reverb_port']
+  actors_per_process: int = _FLAG_DEFAULTS['actors_per_process']
   connect_timeout_s: float = 60.
   reconnect_timeout_s: float = 600.
   distribution_strategy: str = 'default'
@@ -141,7 +142,7 @@ def check_settings(settings: Settings) -> None:
     if not isinstance(value, types) or isinstance(value, (bool, np.bool_)):
       raise ValueError(f'experiment.{field.name} (--{field.name}) must be {what}, got {value!r}.')
   for name in ('num_actors', 'batch_size', 'unroll_length', 'num_action_repeats', 'total_environment_frames',
-               'test_num_episodes'):
+               'test_num_episodes', 'actors_per_process'):
     if getattr(settings, name) < 1:
       raise ValueError(f'{name} must be >= 1, got {getattr(settings, name)} (experiment.{name}, --{name}).')
   for name in ('width', 'height'):

@@ -3,11 +3,13 @@ tables, the signatures of an unroll and of the weights, the learner's input pipe
 actor's `LearnerConnection` (the latest weights, unroll writes, reconnection).
 
 Tables: 'unrolls' (a queue of UNROLL_QUEUE_SIZE = 1 item, the original's FIFOQueue(1): FIFO sampler and remover,
-each item sampled once, inserts block while it is full), 'weights' (max_size 1: a new publication replaces the old;
+each item sampled once, inserts block while it is full; an item is an `UnrollItem`: the unroll and the frame counter
+of the weights it was acted with, from which the learner measures the policy lag), 'weights' (max_size 1: a new publication replaces the old;
 sampled any number of times; a sample waits for the first publication) and 'learner_run_<id>' (empty; its name
 carries a random id of the learner process, so that an actor can tell a restarted learner from the one it wrote to).
 """
 
+import collections
 import re
 import socket
 import threading
@@ -35,6 +37,11 @@ RPC_TIMEOUT_S = 5  # Deadline of one server_info probe (seconds, an int for Reve
 BACKOFF_S = (1., 30.)  # First and largest wait between reconnection attempts.
 
 _ADDRESS = re.compile(r'^(?P<host>\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(?P<port>\d{1,5})$')
+
+# An item of the 'unrolls' table: `unroll` an `actor.ActorOutput` (`unroll_signature`), `policy_frames` int64 [] the
+# `num_environment_frames` of the weights the actor acted with (-1: none yet). The learner's policy lag of the unroll,
+# in learner updates, is (its frame counter before the update - policy_frames) / frames per update.
+UnrollItem = collections.namedtuple('UnrollItem', ['unroll', 'policy_frames'])
 
 
 class DistributedSetupError(ValueError):
@@ -96,6 +103,11 @@ def unroll_signature(settings, num_actions, frame_shape):
                                           done=spec([], tf.bool), observation=(spec(frame_shape,
                                                                                     tf.uint8), spec([], tf.string))),
       agent_outputs=agent_lib.AgentOutput(spec([], tf.int32), spec([num_actions], tf.float32), spec([], tf.float32)))
+
+
+def item_signature(unroll_spec):
+  """The signature of the 'unrolls' table: `UnrollItem(unroll_spec, int64 [])`."""
+  return UnrollItem(unroll_spec, tf.TensorSpec([], tf.int64))
 
 
 def weight_variables(agent):
@@ -172,7 +184,7 @@ def make_server(unroll_spec, weights_spec, port, run_id):
     DistributedSetupError: the port is taken.
   """
   tables = [
-      reverb.Table.queue(UNROLLS_TABLE, max_size=UNROLL_QUEUE_SIZE, signature=unroll_spec),
+      reverb.Table.queue(UNROLLS_TABLE, max_size=UNROLL_QUEUE_SIZE, signature=item_signature(unroll_spec)),
       reverb.Table(WEIGHTS_TABLE, sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(), max_size=1,
                    rate_limiter=reverb.rate_limiters.MinSize(1), max_times_sampled=0, signature=weights_spec),
       reverb.Table.queue(RUN_TABLE_PREFIX + run_id, max_size=1),
@@ -212,19 +224,21 @@ def learner_dataset(server_address, unroll_spec, batch_size):
   """The learner's input pipeline: batches of unrolls from the 'unrolls' queue, the next batch prefetched.
 
   Returns:
-    a `tf.data.Dataset` of `actor.ActorOutput`: level_name string [B], agent_state (c, h) [B, 256],
-    env_outputs and agent_outputs time-major [T + 1, B, ...]. It waits as long as needed for unrolls.
+    a `tf.data.Dataset` of `UnrollItem`: `unroll` an `actor.ActorOutput` (level_name string [B], agent_state (c, h)
+    [B, 256], env_outputs and agent_outputs time-major [T + 1, B, ...]), `policy_frames` int64 [B]. It waits as long
+    as needed for unrolls.
   """
+  spec = item_signature(unroll_spec)
   dataset = reverb.TrajectoryDataset(
       server_address,
       UNROLLS_TABLE,
-      dtypes=tf.nest.map_structure(lambda s: s.dtype, unroll_spec),
-      shapes=tf.nest.map_structure(lambda s: s.shape, unroll_spec),
+      dtypes=tf.nest.map_structure(lambda s: s.dtype, spec),
+      shapes=tf.nest.map_structure(lambda s: s.shape, spec),
       max_in_flight_samples_per_worker=1,  # One unroll on its way: the original's dequeue_many taking one at a time.
       num_workers_per_iterator=1)  # A FIFO table needs exactly one worker (Reverb's documentation).
   dataset = dataset.map(lambda sample: sample.data)
   dataset = dataset.batch(batch_size, drop_remainder=True)
-  dataset = dataset.map(_time_major)
+  dataset = dataset.map(lambda item: UnrollItem(_time_major(item.unroll), item.policy_frames))
   return dataset.prefetch(1)  # The StagingArea: one batch ready while a step runs.
 
 
@@ -320,7 +334,7 @@ class LearnerConnection:
 
   def __init__(self, address, unroll_spec, weights_spec, name='actor'):
     self.address = address
-    self._unroll_spec = unroll_spec
+    self._unroll_spec = item_signature(unroll_spec)
     self._weights_spec = weights_spec
     self._name = name
     self._client: Any = None
@@ -462,10 +476,11 @@ class LearnerConnection:
     self._weights_version = version
     return tree.map_structure(lambda column: column[0], sample.data)  # An item of one step: [1, ...] columns.
 
-  def write(self, unroll):
-    """Writes one unroll (an `actor.ActorOutput` of NumPy arrays) and waits until the queue takes it."""
+  def write(self, unroll, policy_frames=-1):
+    """Writes one unroll (an `actor.ActorOutput` of NumPy arrays) acted with the weights of `policy_frames`
+    (their `num_environment_frames`; -1: none) and waits until the queue takes it."""
     writer = self._writer
-    writer.append(_cast_unroll(unroll, self._unroll_spec))
+    writer.append(_cast_unroll(UnrollItem(unroll, policy_frames), self._unroll_spec))
     writer.create_item(UNROLLS_TABLE, 1., tf.nest.map_structure(lambda column: column[-1], writer.history))
     while True:
       try:

@@ -93,7 +93,7 @@ SHELL_LANGUAGES = ('bash', 'sh', 'shell', 'zsh', 'console', 'shell-session')
 # Shell variables the docs use as placeholders, and the value their commands are checked with.
 PLACEHOLDERS = {'i': '0'}  # docs/impala/distributed.md: the actor command, "for i = 0 .. num_actors - 1"
 EXTERNAL = ('pip', 'pip3', 'tensorboard', 'git', 'bazel', 'apt-get', 'apt', 'nvidia-smi', 'sed', '.', 'source', 'cd',
-            'wait', 'ruff', 'yapf', 'mypy', 'pre-commit')
+            'wait', 'ruff', 'yapf', 'mypy', 'pre-commit', 'ray')
 # The first words that make a block without a language a block of commands (see the module docstring).
 PROGRAMS = EXTERNAL + ('bash', 'sh', 'taskset', 'nice', 'for')
 PYTHON = re.compile(r'^python(\d+(\.\d+)?)?$')

@@ -69,11 +69,16 @@ def test_unrolls_written_by_an_actor_come_back_batched_time_major_with_their_str
     actor_agent, connection = _actor_connection(server)
     unrolls = _unrolls(actor_agent, 2)
     dataset = transport.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=2)
-    writer = threading.Thread(target=lambda: [connection.write(u) for u in unrolls])  # The queue holds 1.
+    # The queue holds 1; each unroll carries the frame counter of the weights it was acted with.
+    writer = threading.Thread(target=lambda: [connection.write(u, 1000 * i) for i, u in enumerate(unrolls)])
     writer.start()
-    batch = next(iter(dataset))
+    item = next(iter(dataset))
     writer.join(timeout=30)
     assert not writer.is_alive()
+    assert isinstance(item, transport.UnrollItem)
+    assert item.policy_frames.dtype == tf.int64
+    np.testing.assert_array_equal(item.policy_frames.numpy(), [0, 1000])
+    batch = item.unroll
 
     assert isinstance(batch, actor_lib.ActorOutput)
     assert isinstance(batch.env_outputs, environments.StepOutput)
@@ -147,6 +152,42 @@ def test_actors_get_the_latest_weights_once_and_the_finished_flag():
     server.stop()
 
 
+def test_one_actor_process_runs_several_actor_tasks_in_threads():
+  settings = dataclasses.replace(SETTINGS, num_actors=3, task=1, job_name='actor', actors_per_process=5)
+  assert distributed.actor_tasks(settings) == [1, 2]  # tasks 1 .. 5, within num_actors = 3
+  assert distributed.actor_tasks(dataclasses.replace(settings, task=0, actors_per_process=1)) == [0]
+  learner_agent, unroll_spec, server = _learner_side(settings)
+  try:
+    publisher = transport.WeightsPublisher(server.localhost_client(), learner_agent)
+    publisher.publish(600, step=100, block=True)
+    settings = dataclasses.replace(settings, learner_address=f'localhost:{server.port}')
+    written, items = [], []
+
+    def run_actor():
+      try:
+        written.append(distributed.run_actor(settings, max_unrolls=2))
+      except Exception as e:  # pylint: disable=broad-except
+        written.append(e)
+
+    actors = threading.Thread(target=run_actor, daemon=True)
+    actors.start()
+    dataset = transport.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=1)
+    reader = threading.Thread(target=lambda: items.extend(dataset.take(4)), daemon=True)
+    reader.start()
+    actors.join(timeout=120)
+    reader.join(timeout=10)
+    assert written == [4], written  # 2 tasks x 2 unrolls (or the actor's error)
+    assert len(items) == 4
+    # Every unroll says which weights it was acted with: those published at 600 frames.
+    assert [int(item.policy_frames.numpy()[0]) for item in items] == [600] * 4
+    # Two environments (seeded 2 and 3): the two tasks' first unrolls differ.
+    firsts = {item.unroll.env_outputs.observation[0].numpy()[:, 0].tobytes() for item in items}
+    assert len(firsts) == 4
+    publisher.close()
+  finally:
+    server.stop()
+
+
 @pytest.mark.slow
 def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
   monkeypatch.setattr(transport, 'RPC_TIMEOUT_S', 1)
@@ -169,7 +210,7 @@ def test_an_actor_reconnects_to_a_restarted_learner(monkeypatch):
     assert connection.run_id == 'second'
     dataset = transport.learner_dataset(f'localhost:{port}', unroll_spec, batch_size=1)
     connection.write(unroll)
-    batch = next(iter(dataset))
+    batch = next(iter(dataset)).unroll
     np.testing.assert_array_equal(batch.env_outputs.reward.numpy()[:, 0], unroll.env_outputs.reward)
 
     # A learner restarted faster than the actor looks: the new run id tells.

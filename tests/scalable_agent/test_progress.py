@@ -123,3 +123,23 @@ def test_the_progress_line_carries_the_episodes(tmp_path, caplog, monkeypatch, a
       r'atari/pong -20\.00\.', lines[1]), lines[1]
   assert not [r for r in caplog.records if 'Episode return' in r.getMessage()]
   progress.close()
+
+
+def test_policy_lag_counts_learner_updates_between_acting_and_training():
+  # 4 frames per update (batch 2 x unroll 2 x 1 repeat). The update that starts at 40 frames takes unrolls acted with
+  # the weights of 40 (lag 0), 32 (2 updates old) and 12 (7); -1 (acted before any weights came) is not a lag; an
+  # unroll acted with weights newer than the learner (a learner restarted from an older checkpoint) counts as 0.
+  lag = progress_lib.PolicyLag(frames_per_update=4)
+  assert lag.report() == '' and lag.summaries() == {}
+  lag.add(40, [40, 32, 12, -1])
+  lag.add(44, [52, 36])  # lags 0 (clipped from -2) and 2
+  assert lag.unknown == 1
+  assert dict(lag.counts) == {0: 2, 2: 2, 7: 1}
+  # Lags 0, 0, 2, 2, 7: mean 11 / 5 = 2.2; nearest-rank p50 = the 3rd smallest = 2, p99 = the 5th = 7.
+  assert lag.report() == 'policy lag (updates) mean 2.20, p50 2, p99 7 (since the start: 2.20, 2, 7 over 5 unrolls)'
+  assert lag.summaries() == {'policy_lag/mean': 2.2, 'policy_lag/p50': 2, 'policy_lag/p99': 7}
+  # The next report covers the new unrolls only; 'since the start' all of them: 0, 0, 2, 2, 7, 1, 1, 1 -> 14 / 8.
+  lag.add(48, [44, 44, 44])
+  assert lag.report() == ('policy lag (updates) mean 1.00, p50 1, p99 1 (since the start: 1.75, 1, 7 over 8 '
+                          'unrolls)')
+  assert lag.report() == 'policy lag (updates) (since the start: 1.75, 1, 7 over 8 unrolls)'
