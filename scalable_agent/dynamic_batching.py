@@ -251,13 +251,13 @@ def _stack(batch):
   return [np.concatenate(column) for column in zip(*(item.inputs for item in batch))]
 
 
-def _as_array(x):
+def as_array(x):
   """NumPy array of `x`; strings become object arrays, so that strings of different lengths batch together."""
   x = np.asarray(x)
   return x.astype(object) if x.dtype.kind in 'US' else x
 
 
-class _DtypeLayout:
+class DtypeLayout:
   """How arrays [B, ...] of fixed shapes after the batch dimension travel as one array [B, n] per dtype.
 
   Every tensor created at the batching thread's boundary costs time, and on Python 3.11 TensorFlow 2.15 never frees
@@ -278,7 +278,7 @@ class _DtypeLayout:
     """The layout of traced tensors, or None when one lacks a batch dimension or a fully defined shape after it."""
     if any(t.shape.rank is None or t.shape.rank == 0 or not t.shape[1:].is_fully_defined() for t in tensors):
       return None
-    return _DtypeLayout([t.shape[1:] for t in tensors], [t.dtype for t in tensors])
+    return DtypeLayout([t.shape[1:] for t in tensors], [t.dtype for t in tensors])
 
   def specs(self, batch_size):
     return [
@@ -333,7 +333,7 @@ class BatchedFunction:
   thread. `fn` sees that call's dtypes and shapes with a batch dimension of None (or of `minimum_batch_size` when it
   equals `maximum_batch_size` and `timeout_ms` is None, as the original's static shape); the traced function itself
   takes the batch as one tensor per dtype and returns its outputs the same way when their shapes after the batch
-  dimension are static (`_DtypeLayout`), unpacked on both sides.
+  dimension are static (`DtypeLayout`), unpacked on both sides.
   """
 
   def __init__(self, fn, minimum_batch_size=1, maximum_batch_size=1024, timeout_ms=100):
@@ -367,7 +367,7 @@ class BatchedFunction:
       tf.errors.CancelledError: the batcher is closed or was closed while this call waited (the message gives the
         cause).
     """
-    flat_args = [_as_array(x) for x in tf.nest.flatten(args)]
+    flat_args = [as_array(x) for x in tf.nest.flatten(args)]
     if self._thread is None:
       self._start(args, flat_args)
     if len(flat_args) != len(self._signature):
@@ -384,16 +384,15 @@ class BatchedFunction:
       self._signature = [(x.shape[1:], x.dtype) for x in flat_args]
       fn, structure = self._fn, self._args_structure
       # The inputs cross into the function as one tensor per dtype, and so do its outputs when their shapes after
-      # the batch dimension are static (`_DtypeLayout`).
-      self._input_layout = _DtypeLayout([shape for shape, _ in self._signature],
-                                        [dtype for _, dtype in self._signature])
+      # the batch dimension are static (`DtypeLayout`).
+      self._input_layout = DtypeLayout([shape for shape, _ in self._signature], [dtype for _, dtype in self._signature])
       batch_size = self._static_batch_size
 
       def packed_fn(*packed_inputs):
         flat = self._input_layout.unpack_tensors(packed_inputs, batch_size)
         outputs = fn(*tf.nest.pack_sequence_as(structure, flat))
         flat_outputs = [tf.convert_to_tensor(o) for o in tf.nest.flatten(outputs)]
-        self._output_layout = _DtypeLayout.of_tensors(flat_outputs)
+        self._output_layout = DtypeLayout.of_tensors(flat_outputs)
         self._output_structure = tf.nest.map_structure(lambda _: None, outputs)
         return flat_outputs if self._output_layout is None else self._output_layout.pack_tensors(flat_outputs)
 

@@ -444,3 +444,27 @@ def test_other_frame_shape_sets_the_linear_input_size():
   inputs['actions'] %= 4
   outputs, _ = agent_unroll(small, inputs)
   assert outputs.policy_logits.shape == (2, 2, 4)
+
+
+def test_numpy_policy_steps_as_the_agent_for_any_batch_size(agent):
+  # actor.numpy_policy packs its inputs and outputs one array per dtype across the tf.function boundary; what it
+  # returns must be the agent's own step (called here with tensors), unpacked to the same structure, for batch sizes
+  # 1 and 3 through one compiled function.
+  from scalable_agent import actor as actor_lib  # pylint: disable=g-import-not-at-top
+  policy = actor_lib.numpy_policy(agent)
+  for b, seed in ((1, 11), (3, 12), (1, 13)):
+    inputs = make_inputs(seed=seed, t=1, b=b, instructions=[['go to the red ball', '', 'hat'][:b]])
+    env_output = tf.nest.map_structure(lambda x: x.numpy()[0], env_outputs_from(inputs))
+    env_output = env_output._replace(observation=(env_output.observation[0], inputs['instruction'][0]))
+    state = agent_lib.LSTMState(inputs['c0'], inputs['h0'])
+    output, new_state = policy(inputs['actions'][0], env_output, state)
+    expected, expected_state = agent(tf.constant(inputs['actions'][0]), tf.nest.map_structure(tf.constant, env_output),
+                                     agent_lib.LSTMState(tf.constant(inputs['c0']), tf.constant(inputs['h0'])))
+    assert isinstance(output, agent_lib.AgentOutput) and isinstance(new_state, agent_lib.LSTMState)
+    assert output.action.shape == (b,) and output.action.dtype == np.int32
+    assert output.policy_logits.shape == (b, NUM_ACTIONS) and output.baseline.shape == (b,)
+    np.testing.assert_allclose(output.policy_logits, expected.policy_logits, atol=1e-5)
+    np.testing.assert_allclose(output.baseline, expected.baseline, atol=1e-5)
+    np.testing.assert_allclose(new_state.c, expected_state[0], atol=1e-5)
+    np.testing.assert_allclose(new_state.h, expected_state[1], atol=1e-5)
+    assert ((0 <= output.action) & (output.action < NUM_ACTIONS)).all()
