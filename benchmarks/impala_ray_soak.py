@@ -37,6 +37,16 @@ _PROGRESS = re.compile(r'Frames (\d+) / \d+ .*?policy lag \(updates\) mean ([\d.
 _FRAMES = re.compile(r'Frames (\d+) / \d+')
 
 
+def _number(text):
+  """A CSV cell as int, float or None."""
+  if text in ('', None):
+    return None
+  try:
+    return int(text)
+  except ValueError:
+    return float(text)
+
+
 def _processes():
   """{pid: (ppid, rss MB, cmdline)} of every process."""
   table = {}
@@ -241,13 +251,16 @@ class Soak:
       den = sum((p[0] - mx)**2 for p in points)
       return round(sum((p[0] - mx) * (p[1] - my) for p in points) / den, 2) if den else None
 
-    rates = [r['frames_per_s'] for r in rows if r['frames_per_s'] is not None]
+    first = next((r for r in rows if r['frames']), rows[0])  # the first sample after the first update
+    # The rate over the soak after the first update (the progress lines come every 30 s, as the samples: a rate
+    # between two samples is noisy).
+    elapsed = rows[-1]['s'] - first['s']
     return {
         'num_actors': self.args.num_actors,
         'actors_per_process': self.args.actors_per_process,
         'minutes': round(rows[-1]['s'] / 60., 1),
         'frames': rows[-1]['frames'],
-        'frames_per_s_mean': round(sum(rates) / len(rates), 1) if rates else None,
+        'frames_per_s_mean': round((rows[-1]['frames'] - first['frames']) / elapsed, 1) if elapsed > 0 else None,
         'lag_since_start': ({
             'mean': float(progress[-1].group(5)),
             'p50': int(progress[-1].group(6)),
@@ -257,7 +270,7 @@ class Soak:
         'memory_slope_mb_per_min_second_half': {
             k: slope(k) for k in ('learner_mb', 'actor_mb_total', 'environment_mb_total', 'ray_mb_total')
         },
-        'first': rows[1] if len(rows) > 1 else rows[0],
+        'first': first,
         'last': rows[-1],
         'events': self.events,
         'restarts_by_ray': len(re.findall(r'exited \(killed by SIGKILL\); Ray restarts it', text)),
@@ -281,7 +294,18 @@ def main():
   parser.add_argument('--disk_mb', type=int, default=0, help='with --faults: a tmpfs of this size for the run')
   parser.add_argument('--logdir_root', default='/tmp/impala_soak')
   parser.add_argument('--output', required=True, help='path prefix of the .csv, .json and .log written')
+  parser.add_argument('--resummarize', action='store_true', help='only write <output>.json again from the .csv and '
+                      '.log a soak wrote (its events kept)')
   args = parser.parse_args()
+  if args.resummarize:
+    soak = Soak(args)
+    with open(args.output + '.csv', encoding='utf-8') as f:
+      rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    with open(args.output + '.json', encoding='utf-8') as f:
+      soak.events = json.load(f)['events']
+    with open(args.output + '.json', 'w', encoding='utf-8') as f:
+      json.dump(soak.summary(rows), f, indent=1)
+    return
   os.makedirs(args.logdir_root, exist_ok=True)
   if args.disk_mb:
     subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={args.disk_mb}m', 'tmpfs', args.logdir_root], check=True)

@@ -30,6 +30,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +51,7 @@ RESTART_BACKOFF_MAX_S = 30.  # The longest wait before a learner that died is st
 STATUS_INTERVAL_S = 60.  # How often a line on the actor processes' restarts is printed.
 _PR_SET_PDEATHSIG = 1
 _CHECKPOINT_LINE = local._CHECKPOINT_LINE  # 'Interrupted at N environment frames ... Checkpoint: PATH'
+_SERVING_LINE = re.compile(r'Learner \(run \w+\) serving on port')
 
 
 def commands(config, num_actors, actors_per_process, logdir, port, host, extra_flags=(), python=sys.executable):
@@ -85,6 +87,7 @@ class JobRunner:
     self._process = None
     self._exit = None
     self.checkpoint = None  # (frames, path) of the learner's last "Interrupted at / Done:" line
+    self.serving = False  # the learner said "serving on port" (this run of it or an earlier one)
     self.restarts = 0
     self._started = threading.Event()
     self._done = threading.Event()
@@ -124,6 +127,8 @@ class JobRunner:
         found = _CHECKPOINT_LINE.search(text)
         if found:
           self.checkpoint = int(found.group(1)), found.group(2)
+        if _SERVING_LINE.search(text):
+          self.serving = True
         print(text, flush=True)
       code = self._process.wait()
       if code == 0 or code == 2 or self._stopping:
@@ -145,14 +150,17 @@ class JobRunner:
     self._done.set()
 
   def info(self):
-    """{'host': this node's IP address, 'node_id': its Ray node id, 'pid': the job's PID, 'runner_pid', 'restarts'}."""
+    """{'host': this node's IP address, 'node_id': its Ray node id, 'pid': the job's PID, 'runner_pid', 'restarts',
+    'serving': whether the learner serves, 'exit': the job's exit status once it exited for good, else None}."""
     import ray  # pylint: disable=g-import-not-at-top
     return {
         'host': ray.util.get_node_ip_address(),
         'node_id': ray.get_runtime_context().get_node_id(),
         'pid': self._process.pid,
         'runner_pid': os.getpid(),
-        'restarts': self.restarts
+        'restarts': self.restarts,
+        'serving': self.serving,
+        'exit': self._exit if self._done.is_set() else None
     }
 
   def last_checkpoint(self):
@@ -206,7 +214,7 @@ class RayCluster:
                                   **_options(args.learner_resources)).remote('learner', learner_command,
                                                                              local.LEARNER_DEATH_SIGNAL,
                                                                              args.learner_restarts)
-    info = ray.get(self.learner.info.remote())
+    info = self._wait_for_learner()
     self.host = info['host']
     _say(f'learner on {self.host} (node {info["node_id"][:12]}, PID {info["pid"]}), Reverb port {args.port}:\n  ' +
          local._shell(learner_command))
@@ -222,6 +230,22 @@ class RayCluster:
       last = min(first + args.actors_per_process, args.num_actors) - 1
       name = f'actor {first}' if first == last else f'actors {first}-{last}'
       self.actors.append(runner.options(**options).remote(name, command, local.ACTOR_DEATH_SIGNAL, 0, True))
+
+  def _wait_for_learner(self):
+    """The learner runner's info once its job serves (the actors start then, so that none waits for it); raises
+    SystemExit if the job exits first, or does not serve within LEARNER_START_S."""
+    deadline = time.monotonic() + LEARNER_START_S
+    while True:
+      info = self.ray.get(self.learner.info.remote())
+      if info['serving']:
+        return info
+      if info['exit'] is not None or time.monotonic() > deadline or self.signals.first is not None:
+        why = (f'exited ({local._describe_exit(info["exit"])})' if info['exit'] is not None else
+               'was stopped' if self.signals.first is not None else f'did not serve within {LEARNER_START_S:.0f} s')
+        self.ray.kill(self.learner, no_restart=True)
+        raise SystemExit(f'launch_ray_cluster: error: the learner {why} before the actors started (its output is '
+                         'above).')
+      time.sleep(.5)
 
   def _actor_status(self):
     """{index: info} of the actor runners that answer within 5 s (a restarting one may not)."""
@@ -263,6 +287,13 @@ class RayCluster:
           if i in pids and s['runner_pid'] != pids[i]:
             restarts += 1
           pids[i] = s['runner_pid']
+        failed = [i for i, s in status.items() if s['exit'] not in (None, 0)]
+        if failed:  # an error Ray's restarts cannot mend (bad flags; a learner lost for reconnect_timeout_s)
+          _say(f'actor process {failed[0]} exited with status {status[failed[0]]["exit"]} (its error is above); '
+               'stopping the run.')
+          self.signals.first, self.signals.first_time = signal.SIGTERM, time.monotonic()
+          self.stop()
+          return 1
         _say(f'{len(status)} of {len(self.actors)} actor processes running; {restarts} restarted by Ray so far.')
         last_status = time.monotonic()
     if code == 0:  # It finished: the actors see its last weights' `finished` flag and exit by themselves.
@@ -323,8 +354,8 @@ def main(argv=None):
   parser.add_argument('--num_actors', type=int, required=True)
   parser.add_argument('--logdir', required=True, help='the learner\'s run directory (on the learner\'s node)')
   parser.add_argument(
-      '--address', default=None, help='Ray cluster address (default: RAY_ADDRESS, a cluster started '
-      'on this node with `ray start`, else a new Ray instance on this machine)')
+      '--address', default=None, help='Ray cluster address, or "local" for a new Ray instance on this '
+      'machine (default: RAY_ADDRESS, a cluster started on this node with `ray start`, else "local")')
   parser.add_argument(
       '--port', type=int, default=0, help='the learner\'s Reverb port (default: the one the run in '
       f'--logdir was started with, else {DEFAULT_PORT})')

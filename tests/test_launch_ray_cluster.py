@@ -152,3 +152,24 @@ def test_learner_and_actors_on_two_nodes_survive_an_actor_kill_stop_and_resume(t
   finally:
     if again.process.poll() is None:
       again.process.kill()
+
+
+def test_a_learner_that_cannot_start_stops_the_launch_with_its_error(tmp_path):
+  # No cluster running: the launcher starts its own Ray instance. The learner's usage error (an unknown level) ends
+  # the launch before any actor starts, with the learner's message and a non-zero status.
+  token = tmp_path / 'auth_token'
+  token.write_text(os.urandom(16).hex())
+  env = dict(os.environ, RAY_AUTH_MODE='token', RAY_AUTH_TOKEN_PATH=str(token), TF_CPP_MIN_LOG_LEVEL='2',
+             CUDA_VISIBLE_DEVICES='')
+  env.pop('RAY_ADDRESS', None)
+  command = [
+      sys.executable, SCRIPT, '--address', 'local', '--num_actors', '2', '--logdir',
+      str(tmp_path / 'run'), '--port',
+      str(portpicker.pick_unused_port()), '--', '--level_name=builtin/no_such_level'
+  ]
+  result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+  output = re.sub(r'\x1b\[[0-9;]*m', '', result.stdout + result.stderr)
+  assert result.returncode == 1, output[-3000:]
+  assert "unknown built-in level 'builtin/no_such_level'" in output
+  assert 'the learner exited (exit 2) before the actors started' in output
+  assert '--job_name=actor' not in output  # no actor was started
