@@ -4,7 +4,11 @@ Level names (the `level_name` flag / `experiment.level_name` gin parameter):
   * a DeepMind Lab level, e.g. `explore_goal_locations_small`, or `dmlab30` for the DMLab-30 suite (as the original);
   * `atari/<game>` for an Atari game of the Arcade Learning Environment, `<game>` being an ale-py ROM id such as
     `pong` or `space_invaders` (ale-py ships the ROMs);
-  * `builtin/<task>` for a small NumPy task of this package (`builtin.BUILTIN_TASKS`), e.g. `builtin/go_to_color`.
+  * `builtin/<task>` for a small NumPy task of this package (`builtin.BUILTIN_TASKS`), e.g. `builtin/go_to_color`;
+  * `gymnasium/<id>` for any registered Gymnasium environment with discrete actions and an image observation, e.g.
+    `gymnasium/BabyAI-GoToLocal-v0` (`gymnasium_levels`).
+Several levels trained at once, their actors assigned round robin as DMLab-30's: the names joined by commas
+(`settings.training_levels`).
 
 Every backend is a class built from picklable arguments (so that it can run in a child process) with
   * `initial()` -> observation;
@@ -21,7 +25,8 @@ environment frames; rewards are summed over them and not clipped (the learner cl
 the original `create_environment` (experiment.py) chose them; `create_environment` builds it in this process.
 `FlowEnvironment` adds the per-episode running return and length, giving the `StepOutput`s that actors feed the agent.
 This module holds what the original `environments.py` held (DeepMind Lab, `FlowEnvironment`, the level choice); the
-Atari and built-in backends are `atari.py` and `builtin.py`, what all backends share `environment_specs.py`.
+Atari, built-in and Gymnasium backends are `atari.py`, `builtin.py` and `gymnasium_levels.py`, what all backends share
+`environment_specs.py`.
 Details and the Atari / built-in designs: docs/impala/environments.md.
 """
 
@@ -37,6 +42,7 @@ from scalable_agent import atari
 from scalable_agent import builtin
 from scalable_agent import dmlab30
 from scalable_agent import environment_specs
+from scalable_agent import gymnasium_levels
 
 # One environment step, as the original `StepOutput` (deepmind/scalable_agent environments.py). The field order is
 # the nest order.
@@ -167,12 +173,20 @@ class PyProcessDmLab:
 
 
 def level_backend(level_name):
-  """Returns 'atari', 'builtin' or 'dmlab' for a level name (see the module docstring)."""
+  """Returns 'atari', 'builtin', 'gymnasium' or 'dmlab' for a level name (see the module docstring)."""
   if level_name.startswith(atari.LEVEL_PREFIX):
     return 'atari'
   if level_name.startswith(builtin.LEVEL_PREFIX):
     return 'builtin'
+  if level_name.startswith(gymnasium_levels.LEVEL_PREFIX):
+    return 'gymnasium'
   return 'dmlab'
+
+
+GYMNASIUM_MODULE_HELP = {
+    'minigrid': 'pip install minigrid==3.2.0 (in requirements.txt)',
+    'ale_py': 'pip install ale-py==0.12.1 (in requirements.txt)'
+}
 
 
 def check_level_available(level_name):
@@ -181,9 +195,20 @@ def check_level_available(level_name):
   Raises:
     environment_specs.MissingDependencyError: the level needs DeepMind Lab and `deepmind_lab` is not importable.
     ValueError: an Atari level names a game that ale-py does not have, or an unknown built-in level (the message lists
-      the valid ones).
+      the valid ones), or a Gymnasium level that does not exist or that this backend cannot run
+      (`gymnasium_levels.UnsupportedEnvironmentError`).
   """
   backend = level_backend(level_name)
+  if backend == 'gymnasium':
+    constructor = environment_constructor(level_name, seed=1)
+    try:
+      gymnasium_levels.GymnasiumEnvironment.spaces(constructor.kwargs)  # makes the environment, checks its spaces
+    except ImportError as e:
+      raise environment_specs.MissingDependencyError(
+          f'level {level_name!r} needs the module {e.name} ({e}): '
+          f'{GYMNASIUM_MODULE_HELP.get(e.name or "", "install the package that registers this environment")}.'
+      ) from None
+    return
   if backend == 'atari':
     from ale_py import roms  # pylint: disable=g-import-not-at-top
     game = level_name[len(atari.LEVEL_PREFIX):]
@@ -235,6 +260,8 @@ def environment_constructor(level_name, seed, is_test=False, width=environment_s
   Atari: `AtariEnvironment` with the bound gin settings `AtariEnvironment.<name>` (then `options`); test mode plays
   whole games (`terminal_on_life_loss=False`).
   Built-in: `BuiltinEnvironment`; test mode draws its own episodes.
+  Gymnasium: `GymnasiumEnvironment` with the bound gin settings `GymnasiumEnvironment.<name>` (then `options`); test
+  mode draws its own episodes.
 
   Args:
     level_name: a level name (module docstring); not 'dmlab30' (the caller picks its levels from
@@ -270,6 +297,10 @@ def environment_constructor(level_name, seed, is_test=False, width=environment_s
     env_type = atari.AtariEnvironment
     kwargs = dict(game=level_name[len(atari.LEVEL_PREFIX):], width=width, height=height,
                   num_action_repeats=num_action_repeats, seed=seed)
+  elif backend == 'gymnasium':
+    env_type = gymnasium_levels.GymnasiumEnvironment
+    kwargs = dict(env_id=level_name[len(gymnasium_levels.LEVEL_PREFIX):], width=width, height=height,
+                  num_action_repeats=num_action_repeats, seed=seed, is_test=is_test)
   else:
     task = level_name[len(builtin.LEVEL_PREFIX):]
     builtin.check_task(task)
@@ -281,10 +312,10 @@ def environment_constructor(level_name, seed, is_test=False, width=environment_s
   if unknown:
     raise ValueError(f'unknown option(s) {", ".join(unknown)} for {backend} level {level_name!r}; the options of '
                      f'{env_type.__name__} are: {", ".join(allowed) or "none"}.')
-  if backend == 'atari':
-    # The gin settings (`AtariEnvironment.<name>`) travel as arguments: the environment's process has no gin.
-    kwargs.update({**gin.get_bindings('AtariEnvironment'), **options})
-    if is_test:
+  if backend in ('atari', 'gymnasium'):
+    # The gin settings (`AtariEnvironment.<name>`, ...) travel as arguments: the environment's process has no gin.
+    kwargs.update({**gin.get_bindings(env_type.__name__), **options})
+    if is_test and backend == 'atari':
       kwargs['terminal_on_life_loss'] = False  # Evaluation plays whole games.
   else:
     kwargs.update(options)

@@ -50,7 +50,6 @@ from rundir import checkpoints as run_checkpoints
 from scalable_agent import actor as actor_lib
 from scalable_agent import checkpoints
 from scalable_agent import dmlab30
-from scalable_agent import environments
 from scalable_agent import learner as learner_lib
 from scalable_agent import original_flags
 from scalable_agent import progress as progress_lib
@@ -104,7 +103,7 @@ def experiment(
     discounting: discount factor per agent step.
     reward_clipping: 'abs_one' or 'soft_asymmetric'.
     dataset_path: DeepMind Lab dataset path, needed by the psychlab_* levels.
-    level_name: a level (see `scalable_agent.environments`), or 'dmlab30'.
+    level_name: a level (see `scalable_agent.environments`), 'dmlab30', or several levels joined by commas.
     width: observation width in pixels.
     height: observation height in pixels.
     learning_rate: initial RMSProp learning rate (decays linearly to 0).
@@ -176,7 +175,7 @@ def preflight(program: str = 'train') -> None:
   settings_lib.check_settings(settings)
   if bound_value('mode') not in ('train', 'test'):
     raise ValueError(f"experiment.mode must be 'train' or 'test', got {bound_value('mode')!r}.")
-  environments.check_level_available(settings.level_name)
+  settings_lib.check_levels(settings)
   if settings.task >= 0 and bound_value('mode') == 'train':
     from scalable_agent import distributed  # pylint: disable=g-import-not-at-top  (needs Reverb)
     distributed.check_settings(settings)
@@ -408,7 +407,8 @@ def test(logdir, settings):
     {'checkpoint': path, 'num_environment_frames': int, 'test_num_episodes': int,
      'levels': {level: {'mean_return': float, 'returns': [float, ...]}},
      'mean_return': mean over the levels of their mean returns,
-     and for dmlab30 'human_normalized_score': {'no_cap': %, 'cap_100': %}}.
+     with a success threshold (`progress.success_threshold`) 'success_rate' per level and over the levels (the mean
+     of theirs), and for dmlab30 'human_normalized_score': {'no_cap': %, 'cap_100': %}}.
 
   Returns:
     That dict.
@@ -467,6 +467,13 @@ def test(logdir, settings):
       },
       'mean_return': float(np.mean([np.mean(r) for r in level_returns.values()]))
   }
+  success_above = progress_lib.success_threshold()
+  if success_above is not None:
+    for name, r in level_returns.items():
+      results['levels'][name]['success_rate'] = progress_lib.success_rate(r, success_above)
+    results['success_rate'] = float(np.mean([level['success_rate'] for level in results['levels'].values()]))
+    logging.info('Success rate (return > %g) over %d level(s): %.3f', success_above, len(levels),
+                 results['success_rate'])
   if settings.level_name == 'dmlab30':
     no_cap = float(dmlab30.compute_human_normalized_score(level_returns, per_level_cap=None))
     cap_100 = float(dmlab30.compute_human_normalized_score(level_returns, per_level_cap=100))
@@ -503,6 +510,11 @@ def _write_test_summaries(directory, results):
     for level_name, level in results['levels'].items():
       tf.summary.scalar(level_name + '/test_mean_return', level['mean_return'], step=step)
     tf.summary.scalar('test_mean_return', results['mean_return'], step=step)
+    for level_name, level in results['levels'].items():
+      if 'success_rate' in level:
+        tf.summary.scalar(level_name + '/test_success_rate', level['success_rate'], step=step)
+    if 'success_rate' in results:
+      tf.summary.scalar('test_success_rate', results['success_rate'], step=step)
     for name, value in results.get('human_normalized_score', {}).items():
       tf.summary.scalar(f'dmlab30/test_{name}', value, step=step)
   writer.close()

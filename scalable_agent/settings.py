@@ -69,13 +69,17 @@ class Settings:
 
 
 def training_levels(level_name: str) -> List[str]:
-  """The training levels: the keys of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
-  return list(dmlab30.LEVEL_MAPPING.keys()) if level_name == 'dmlab30' else [level_name]
+  """The training levels: the keys of `dmlab30.LEVEL_MAPPING` for 'dmlab30'; the names of a comma-separated list
+  ('gymnasium/BabyAI-GoToLocal-v0,gymnasium/BabyAI-PickupLoc-v0', spaces around the commas ignored); else
+  [level_name]."""
+  if level_name == 'dmlab30':
+    return list(dmlab30.LEVEL_MAPPING.keys())
+  return [name.strip() for name in level_name.split(',')] if ',' in level_name else [level_name]
 
 
 def test_levels(level_name: str) -> List[str]:
-  """The test levels: the values of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else [level_name]."""
-  return list(dmlab30.LEVEL_MAPPING.values()) if level_name == 'dmlab30' else [level_name]
+  """The test levels: the values of `dmlab30.LEVEL_MAPPING` for 'dmlab30', else the training levels."""
+  return list(dmlab30.LEVEL_MAPPING.values()) if level_name == 'dmlab30' else training_levels(level_name)
 
 
 def actor_levels(level_name: str, num_actors: int) -> List[str]:
@@ -95,6 +99,34 @@ def environment_constructor(settings: Settings, level_name: str, seed: int = 1,
   return environments.environment_constructor(level_name, seed, is_test=is_test, width=settings.width,
                                               height=settings.height, dataset_path=settings.dataset_path,
                                               num_action_repeats=settings.num_action_repeats)
+
+
+def check_levels(settings: Settings) -> None:
+  """Checks that every training level can run here (`environments.check_level_available`) and, for a list of
+  levels, that they share one agent: the same number of actions and frame shape.
+
+  Raises:
+    environment_specs.MissingDependencyError, ValueError: as `check_level_available`; an empty or repeated name in a
+      list; levels that differ in actions or frame shape (the message gives each level's).
+  """
+  levels = training_levels(settings.level_name)
+  if settings.level_name == 'dmlab30':
+    environments.check_level_available(settings.level_name)
+    return
+  if len(levels) > 1 and (not all(levels) or len(set(levels)) < len(levels)):
+    raise ValueError(f'level_name {settings.level_name!r}: a list of levels needs distinct non-empty names separated '
+                     'by commas.')
+  for level in levels:
+    environments.check_level_available(level)
+  if len(levels) > 1:
+    shapes = {}
+    for level in levels:
+      constructor = environment_constructor(settings, level)
+      shapes[level] = (constructor.num_actions, constructor.frame_shape)
+    if len(set(shapes.values())) > 1:
+      raise ValueError('the levels of one run share one agent, so they need the same number of actions and frame '
+                       'shape; got ' + '; '.join(f'{level}: {n} actions, frames {"x".join(map(str, shape))}'
+                                                 for level, (n, shape) in shapes.items()) + '.')
 
 
 def make_agent(settings: Settings, level_name: str) -> Any:

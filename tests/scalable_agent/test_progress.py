@@ -2,7 +2,9 @@
 mean return of each level's last 100 episodes (hand-computed here); each episode's own line (the original's
 'Level: ... Episode return: ...') only at debug level (`--verbosity=1`)."""
 
+import glob
 import logging
+import os
 import re
 
 from absl import logging as absl_logging
@@ -84,6 +86,58 @@ def test_episode_lines_only_at_debug_verbosity(tmp_path, caplog, absl_verbosity)
                (logging.DEBUG, 'Level: atari/pong Episode return: 3.500000')]
   assert summaries.report() == 'episodes 3 (3 since the start); return (last 3) atari/pong -12.50'
   summaries.close()
+
+
+def _scalars(logdir):
+  """[(tag, step, value)] of the TensorBoard files in `logdir`, in the order written."""
+  return [(v.tag, e.step, float(tf.make_ndarray(v.tensor)))
+          for f in sorted(glob.glob(os.path.join(logdir, 'events.*')))
+          for e in tf.compat.v1.train.summary_iterator(f)
+          for v in e.summary.value]
+
+
+def test_each_episode_is_a_return_and_a_frames_summary_at_the_learner_frame_counter(tmp_path):
+  settings = settings_lib.Settings(level_name=PONG, num_action_repeats=4)
+  summaries = progress_lib.Summaries(str(tmp_path), settings)
+  summaries.episodes(pong(-21, -20), 1000)
+  summaries.episodes([], 2000)
+  summaries.episodes([(PONG, 3.5, 10), ('other', 7., 2), (PONG, 4., 11)], 3000)
+  summaries.close()
+  frames = 800 * 4
+  assert _scalars(str(tmp_path)) == [
+      (PONG + '/episode_return', 1000, -21.),
+      (PONG + '/episode_frames', 1000, frames),
+      (PONG + '/episode_return', 1000, -20.),
+      (PONG + '/episode_frames', 1000, frames),
+      (PONG + '/episode_return', 3000, 3.5),
+      (PONG + '/episode_frames', 3000, 40.),
+      (PONG + '/episode_return', 3000, 4.),
+      (PONG + '/episode_frames', 3000, 44.),
+      ('other/episode_return', 3000, 7.),
+      ('other/episode_frames', 3000, 8.),
+  ]
+
+
+def _resident_mb():
+  with open('/proc/self/statm', encoding='ascii') as f:
+    return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 2**20
+
+
+def test_episode_summaries_leave_no_memory_behind(tmp_path):
+  """Regression: two eager tf.summary.scalar calls per episode kept ~0.9 KB per new value (TF 2.15, Python 3.11):
+  30,000 episodes with distinct returns at distinct frame counters left ~50 MB; written in one graph call per batch
+  they leave under 1 MB."""
+  summaries = progress_lib.Summaries(str(tmp_path), settings_lib.Settings(level_name=PONG))
+  returns = iter(range(10**6))
+  for frames in range(50):  # warm-up: traces, the writer's buffers
+    summaries.episodes(pong(*(next(returns) + 0.5 for _ in range(32))), frames)
+  before = _resident_mb()
+  for frames in range(50, 1000):
+    summaries.episodes(pong(*(next(returns) + 0.5 for _ in range(32))), frames)
+  summaries.flush()
+  grown = _resident_mb() - before
+  summaries.close()
+  assert grown < 10, f'{grown:.1f} MB left by 30,400 episode summaries'
 
 
 class _Learner:
