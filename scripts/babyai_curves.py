@@ -14,6 +14,7 @@ it on training episodes too, smoothed over about 6,400 of them), and the last wi
 
 import argparse
 import csv
+import glob
 import os
 import sys
 
@@ -41,7 +42,6 @@ BLIND_RETURN = {'gymnasium/BabyAI-GoToLocal-v0': 0.827}
 def read_episodes(logdir, level):
   """(returns float [N], frames float [N], counter int [N]) of a level's episodes in a run directory: return, its
   environment frames, and the run's frame counter when it was written."""
-  import glob  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (slow import: only when reading)
   returns, frames, counters = [], [], []
   for path in sorted(glob.glob(os.path.join(logdir, 'events.out.tfevents.*'))):
@@ -103,8 +103,8 @@ def main(argv=None):
       return_series.append(curves.Series(x, trailing_mean(returns, args.window), label, color=color))
     success_panels.append(
         curves.Panel(f'{name}: success rate, last {args.window} episodes ({PAPERS[level]})', 'success rate',
-                     success_series, hlines=[curves.HLine(CRITERION, "the papers' criterion: 99%", curves.THRESHOLD)],
-                     ylim=(0, 1.02)))
+                     success_series, hlines=[curves.HLine(CRITERION, "the papers' criterion: 99%",
+                                                          curves.THRESHOLD)], ylim=(0, 1.02)))
     hlines = [curves.HLine(ORACLE_RETURN[level], f'shortest path to the target: {ORACLE_RETURN[level]}')]
     if level in BLIND_RETURN:
       hlines.append(
@@ -112,11 +112,12 @@ def main(argv=None):
     return_panels.append(
         curves.Panel(f'{name}: mean return, last {args.window} episodes', 'return', return_series, hlines=hlines,
                      ylim=(0, 1)))
-  curves.draw(args.output, success_panels + return_panels, 'IMPALA on BabyAI: two levels trained at once',
-              "training episodes of the level", notes=[
-                  'Deep agent (ResNet + LSTM + instruction LSTM), 16 actors round robin over the two levels, 56 x 56 '
-                  'pixel views; an episode succeeds when its return is positive.'
-              ])
+  curves.draw(
+      args.output, success_panels + return_panels, 'IMPALA on BabyAI: two levels trained at once',
+      "training episodes of the level", notes=[
+          'Deep agent (ResNet + LSTM + instruction LSTM), 16 actors round robin over the two levels, 56 x 56 '
+          'pixel views; an episode succeeds when its return is positive.'
+      ])
   print('| run | level | episodes | level frames | run frames | 99% success at episode (run frames) | '
         f'success, last {args.window} | return, last {args.window} |')
   print('|---|---|---|---|---|---|---|---|')

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import gin
 import numpy as np
@@ -212,3 +213,39 @@ def test_success_rates_in_the_progress_line_and_the_level_means(tmp_path):
       'levels/success_rate': .75
   })
   summaries.close()
+
+
+def test_multi_machine_actors_run_their_gymnasium_level_with_the_gin_settings():
+  """One actor process with two tasks of a two-level run: task i acts on level i (round robin), in MiniGrid's pixel
+  view (the gin wrapper travels to the environment processes), with its mission as the instruction."""
+  from scalable_agent import distributed  # pylint: disable=g-import-not-at-top  (Reverb)
+  from scalable_agent import transport  # pylint: disable=g-import-not-at-top
+  gin.parse_config(f"GymnasiumEnvironment.wrappers = ['{RGB_VIEW}']")
+  levels = [GO_TO_LOCAL, 'gymnasium/BabyAI-GoToRedBallGrey-v0']
+  settings = settings_lib.Settings(level_name=','.join(levels), num_actors=2, batch_size=1, unroll_length=3,
+                                   num_action_repeats=1, width=14, height=14, task=0, job_name='actor',
+                                   actors_per_process=2)
+  agent = settings_lib.make_agent(settings, levels[0])
+  unroll_spec = transport.unroll_signature(settings, agent.num_actions, (14, 14, 3))
+  server = transport.make_server(unroll_spec, transport.weights_signature(agent), 0, 'test')
+  try:
+    publisher = transport.WeightsPublisher(server.localhost_client(), agent)
+    publisher.publish(0, step=0, block=True)
+    settings = settings_lib.Settings(**{**settings.__dict__, 'learner_address': f'localhost:{server.port}'})
+    dataset = transport.learner_dataset(f'localhost:{server.port}', unroll_spec, batch_size=1)
+    items = []  # read while the actors write (the queue holds one unroll)
+    reader = threading.Thread(target=lambda: items.extend(dataset.take(2)), daemon=True)
+    reader.start()
+    assert distributed.run_actor(settings, max_unrolls=1) == 2
+    reader.join(timeout=60)
+    unrolls = [item.unroll for item in items]
+    by_level = {u.level_name.numpy()[0].decode(): u for u in unrolls}
+    assert sorted(by_level) == sorted(levels)
+    instructions = {level: u.env_outputs.observation[1].numpy()[0, 0].decode() for level, u in by_level.items()}
+    assert instructions['gymnasium/BabyAI-GoToRedBallGrey-v0'] == 'go to the red ball'
+    assert instructions[GO_TO_LOCAL].startswith('go to ')
+    frames = by_level[GO_TO_LOCAL].env_outputs.observation[0].numpy()
+    assert frames.shape == (4, 1, 14, 14, 3) and frames.max() > 20  # pixels, not MiniGrid's codes (at most 10)
+    publisher.close()
+  finally:
+    server.stop()
