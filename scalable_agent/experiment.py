@@ -502,17 +502,17 @@ def _write_new_json(directory, stem, data):
 
 def _write_test_summaries(directory, results):
   """TensorBoard scalars of a test-mode `results` dict in `directory`, at step = the checkpoint's frames:
-  `<level>/test_mean_return` per level, `test_mean_return`, and for dmlab30 `dmlab30/test_no_cap` and
+  `<level>/test_mean_return` per level, `test_mean_return`, with success rates `<level>/test_success_rate` and
+  `test_success_rate`, and for dmlab30 `dmlab30/test_no_cap` and
   `dmlab30/test_cap_100`."""
   step = results['num_environment_frames']
   writer = tf.summary.create_file_writer(directory)
   with writer.as_default():
     for level_name, level in results['levels'].items():
       tf.summary.scalar(level_name + '/test_mean_return', level['mean_return'], step=step)
-    tf.summary.scalar('test_mean_return', results['mean_return'], step=step)
-    for level_name, level in results['levels'].items():
       if 'success_rate' in level:
         tf.summary.scalar(level_name + '/test_success_rate', level['success_rate'], step=step)
+    tf.summary.scalar('test_mean_return', results['mean_return'], step=step)
     if 'success_rate' in results:
       tf.summary.scalar('test_success_rate', results['success_rate'], step=step)
     for name, value in results.get('human_normalized_score', {}).items():
