@@ -7,9 +7,10 @@ r"""BabyAI learning curves of IMPALA runs (configs/impala_babyai.gin) against th
 Reads each run's TensorBoard episode summaries (`<level>/episode_return`, `<level>/episode_frames`, one per episode,
 in the order written) and, per level, draws against the level's training episodes: the success rate (an episode
 succeeds when its return is positive, BabyAI's criterion) and the mean return over the last `--window` episodes,
-with the papers' references. Prints, per run and level: episodes and environment frames trained, the episode (and
-the run's frame counter) at which the windowed success rate first reached 99% (the papers' criterion; BabyAI measured
-it on training episodes too, smoothed over about 6,400 of them), and the last window's success rate and mean return.
+with the papers' references. Prints, per run and level: episodes and environment frames trained (the level's, and
+the run's frame counter over both levels), the episode (and the level's frames until then) at which the windowed
+success rate first reached 99% (the papers' criterion; BabyAI measured it on training episodes too, smoothed over
+about 6,400 of them), and the last window's success rate and mean return.
 """
 
 import argparse
@@ -74,6 +75,7 @@ def summarise(returns, frames, counters, window):
       'level_frames': int(frames.sum()),
       'run_frames': int(counters[-1]) if len(counters) else 0,
       'episode_99': None if first is None else first + 1,
+      'level_frames_99': None if first is None else int(frames[:first + 1].sum()),
       'run_frames_99': None if first is None else int(counters[first]),
       'success_last': float(success[-1]) if len(returns) else float('nan'),
       'return_last': float(mean_return[-1]) if len(returns) else float('nan'),
@@ -118,11 +120,11 @@ def main(argv=None):
           'Deep agent (ResNet + LSTM + instruction LSTM), 16 actors round robin over the two levels, 56 x 56 '
           'pixel views; an episode succeeds when its return is positive.'
       ])
-  print('| run | level | episodes | level frames | run frames | 99% success at episode (run frames) | '
+  print('| run | level | episodes | level frames | run frames | 99% success at episode (level frames) | '
         f'success, last {args.window} | return, last {args.window} |')
   print('|---|---|---|---|---|---|---|---|')
   for row in rows:
-    reached = 'not reached' if row['episode_99'] is None else f"{row['episode_99']:,} ({row['run_frames_99']:,})"
+    reached = 'not reached' if row['episode_99'] is None else f"{row['episode_99']:,} ({row['level_frames_99']:,})"
     print(f"| {row['run']} | {row['level']} | {row['episodes']:,} | {row['level_frames']:,} | {row['run_frames']:,} | "
           f"{reached} | {row['success_last']:.3f} | {row['return_last']:.3f} |")
   if args.csv:
