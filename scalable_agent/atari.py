@@ -17,18 +17,6 @@ def _rom_path(roms, game):
   return path
 
 
-def _area_resize_matrix(source_size, target_size):
-  """float32 [target_size, source_size]: row i averages the source pixels under target pixel i, by overlap.
-
-  Applied on both axes this is area interpolation (OpenCV's INTER_AREA) for any pair of sizes.
-  """
-  scale = source_size / target_size
-  starts = np.arange(target_size)[:, None] * scale
-  pixels = np.arange(source_size)[None, :]
-  overlap = np.clip(np.minimum(pixels + 1, starts + scale) - np.maximum(pixels, starts), 0, None)
-  return (overlap / scale).astype(np.float32)
-
-
 # ITU-R BT.601 luma, as the DQN preprocessing (and OpenCV's RGB2GRAY).
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
@@ -105,10 +93,10 @@ class AtariEnvironment:
     channels = 1 if grayscale else 3
     self._pooled = np.zeros((screen_height, screen_width, 3), np.uint8)
     self._float_screen = np.zeros((screen_height, screen_width * channels), np.float32)
-    self._resize_rows = _area_resize_matrix(screen_height, height)  # [height, screen_height]
+    self._resize_rows = environment_specs.area_resize_matrix(screen_height, height)  # [height, screen_height]
     self._resized_rows = np.zeros((height, screen_width * channels), np.float32)
     self._channels_first = np.zeros((height * channels, screen_width), np.float32)
-    self._resize_columns_t = _area_resize_matrix(screen_width, width).T.copy()  # [screen_width, width]
+    self._resize_columns_t = environment_specs.area_resize_matrix(screen_width, width).T.copy()  # [screen_width, width]
     self._resized = np.zeros((height * channels, width), np.float32)
     self._stack = np.zeros((height, width, channels * frame_stack), np.uint8)  # Oldest frame first.
     self._noop = Action.NOOP

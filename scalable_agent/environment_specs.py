@@ -1,9 +1,12 @@
-"""What every IMPALA environment backend shares (`environments`, `atari`, `builtin`): the defaults of the flags
-that shape a frame, the test-mode seed, the output specs of `initial` / `step`, and the action check.
+"""What every IMPALA environment backend shares (`environments`, `atari`, `builtin`, `gymnasium_levels`): the
+defaults of the flags that shape a frame, the test-mode seed, the output specs of `initial` / `step`, the action check
+and area resizing.
 
 A backend's `initial()` returns an observation (frame uint8 [height, width, channels], instruction str), its
 `step(action)` returns (reward float32 [], done bool [], observation); `method_specs` gives their `tf.TensorSpec`s.
 """
+
+import numpy as np
 
 # The original flags that shape an environment, with the original defaults (experiment.py).
 DEFAULT_WIDTH = 96
@@ -40,3 +43,15 @@ def check_action(action, num_actions):
   if index != action or not 0 <= index < num_actions:
     raise ValueError(f'action must be an integer index in [0, {num_actions}); got {action!r}.')
   return index
+
+
+def area_resize_matrix(source_size, target_size):
+  """float32 [target_size, source_size]: row i averages the source pixels under target pixel i, by overlap.
+
+  Applied on both axes this is area interpolation (OpenCV's INTER_AREA) for any pair of sizes.
+  """
+  scale = source_size / target_size
+  starts = np.arange(target_size)[:, None] * scale
+  pixels = np.arange(source_size)[None, :]
+  overlap = np.clip(np.minimum(pixels + 1, starts + scale) - np.maximum(pixels, starts), 0, None)
+  return (overlap / scale).astype(np.float32)

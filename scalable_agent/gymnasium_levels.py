@@ -33,12 +33,10 @@ class UnsupportedEnvironmentError(ValueError):
 
 
 def _import_registering_module(env_id):
+  """Imports the module that registers `env_id` (`REGISTERING_MODULES`; importing it registers its ids)."""
   for prefix, module in REGISTERING_MODULES:
     if env_id.startswith(prefix):
-      registered = importlib.import_module(module)
-      if module == 'ale_py':
-        import gymnasium  # pylint: disable=g-import-not-at-top
-        gymnasium.register_envs(registered)
+      importlib.import_module(module)
 
 
 def _wrapper_class(path):
@@ -159,15 +157,14 @@ class _Resize:
   else nearest pixel, which keeps symbolic images (MiniGrid's object / colour / state codes) exact."""
 
   def __init__(self, source_shape, height, width):
-    from scalable_agent import atari  # pylint: disable=g-import-not-at-top
     source_height, source_width, _ = source_shape
     self._identity = (source_height, source_width) == (height, width)
     self._nearest = height >= source_height and width >= source_width
     if self._nearest:
       self._rows, self._columns = _nearest_indices(source_height, height), _nearest_indices(source_width, width)
     else:
-      self._row_matrix = atari._area_resize_matrix(source_height, height)  # pylint: disable=protected-access
-      self._column_matrix = atari._area_resize_matrix(source_width, width)  # pylint: disable=protected-access
+      self._row_matrix = environment_specs.area_resize_matrix(source_height, height)  # [height, h]
+      self._column_matrix = environment_specs.area_resize_matrix(source_width, width)  # [width, w]
 
   def __call__(self, frame):
     if self._identity:
