@@ -120,7 +120,7 @@ class Summaries:
 
     One graph call per level and batch instead of two eager `tf.summary.scalar` calls per episode: each eager call
     converts its new Python values to tensors, which TensorFlow 2.15 on Python 3.11 never frees (about 0.9 KB per
-    new value; the learner's resident memory grew by ~8 MB a minute on short episodes), and costs ~0.2 ms."""
+    new value; a 2-actor learner on short episodes grew by 14 MB a minute), and costs ~0.2 ms per scalar."""
     if level_name not in self._episode_writers:
       writer = self._writer
       signature = [tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int64), tf.TensorSpec([], tf.int64)]
